@@ -1,0 +1,247 @@
+//! The GPU context: instance, adapter, device and queue, made once and shared by every stage.
+//!
+//! Stage 01 writes these steps out by hand so you see each one; every later stage calls
+//! [`GpuContext::new`] instead. What it does for you:
+//! - picks the fastest adapter (a discrete GPU over an integrated one over a software one),
+//!   or the one whose name contains `WGPU_ADAPTER_NAME` (`WGPU_BACKEND` picks the API);
+//! - asks for the adapter's own limits instead of wgpu's conservative defaults (the default
+//!   storage binding is 128 MiB; MNIST as f32 is 188 MB), and for timestamps, f16, subgroups
+//!   and cooperative matrices where the adapter has them;
+//! - tells you which adapter runs your code, and warns loudly when it is a CPU pretending to
+//!   be a GPU (Mesa's llvmpipe/lavapipe, SwiftShader, WARP).
+
+use std::sync::Mutex;
+
+use crate::error::GpuError;
+
+/// The environment variable that selects an adapter by part of its name (case-insensitive).
+pub const ADAPTER_ENV: &str = "WGPU_ADAPTER_NAME";
+
+/// Everything a stage needs to run GPU work. Make one per program and pass `&GpuContext` around.
+pub struct GpuContext {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    /// Name, backend, device type and driver of the adapter in use.
+    pub info: wgpu::AdapterInfo,
+    /// The limits the device was created with (the adapter's own).
+    pub limits: wgpu::Limits,
+    /// The optional features the device was created with.
+    pub features: wgpu::Features,
+    /// A staging buffer reused by every read-back (see `buffers.rs`), grown on demand.
+    pub(crate) staging: Mutex<Option<wgpu::Buffer>>,
+}
+
+impl GpuContext {
+    /// Creates the context on the best adapter (or the one `WGPU_ADAPTER_NAME` names).
+    ///
+    /// This does not print anything: call [`GpuContext::print_banner`] in programs.
+    pub fn new() -> Result<Self, GpuError> {
+        pollster::block_on(Self::new_async())
+    }
+
+    async fn new_async() -> Result<Self, GpuError> {
+        // `from_env` reads WGPU_BACKEND (vulkan, metal, dx12, gl) and the debug flags.
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+        let wanted = std::env::var(ADAPTER_ENV).ok().filter(|s| !s.trim().is_empty());
+        let adapter = choose_adapter(adapters, wanted.as_deref())?;
+        let info = adapter.get_info();
+
+        // Optional features, each taken only where the adapter has it.
+        let wanted_features = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let features = adapter.features() & wanted_features;
+        // The adapter's own limits: the largest buffers, bindings and workgroups it can do.
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("gpu-context device"),
+                required_features: features,
+                required_limits: limits.clone(),
+                // SAFETY: cooperative matrices are an experimental wgpu feature. We only use them
+                // in kernels that are validated against a CPU reference before use, and only
+                // where the adapter reports them.
+                experimental_features: if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
+        Ok(Self { instance, adapter, device, queue, info, limits, features, staging: Mutex::new(None) })
+    }
+
+    /// One line that names the adapter: `NVIDIA H200 (Vulkan, DiscreteGpu, driver NVIDIA 580.x)`.
+    pub fn adapter_line(&self) -> String {
+        let i = &self.info;
+        let driver = [i.driver.as_str(), i.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "{} ({:?}, {:?}{})",
+            i.name,
+            i.backend,
+            i.device_type,
+            if driver.is_empty() { String::new() } else { format!(", driver {driver}") }
+        )
+    }
+
+    /// True for adapters that run "GPU" code on the CPU: llvmpipe/lavapipe, SwiftShader, WARP.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// Prints the adapter to stderr, with a loud warning when it is a software adapter.
+    pub fn print_banner(&self) {
+        eprintln!("adapter: {}", self.adapter_line());
+        if self.is_software() {
+            eprintln!("{}", software_warning(&self.info.name));
+        }
+    }
+
+    /// Whether GPU timestamps can time compute passes on this device.
+    pub fn has_timestamps(&self) -> bool {
+        self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+
+    /// Whether `enable f16;` shaders run on this device.
+    pub fn has_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// Whether cooperative matrices (tensor cores, through WGSL `enable wgpu_cooperative_matrix;`)
+    /// are available, together with the f16 they need.
+    pub fn has_cooperative_matrix(&self) -> bool {
+        self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) && self.has_f16()
+    }
+
+    /// The cooperative-matrix shapes and types the adapter supports (empty if none).
+    pub fn cooperative_matrix_properties(&self) -> Vec<wgpu::CooperativeMatrixProperties> {
+        if self.has_cooperative_matrix() { self.adapter.cooperative_matrix_properties() } else { Vec::new() }
+    }
+
+    /// Blocks until all submitted GPU work has finished.
+    pub fn wait(&self) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| GpuError::Device(e.to_string()))
+    }
+
+    /// Runs `f` inside a validation and out-of-memory error scope, so that a rejected call
+    /// (bad WGSL, a binding mismatch, an allocation the device refuses) becomes an `Err`
+    /// instead of wgpu's default behaviour of panicking.
+    pub fn scoped<T>(&self, f: impl FnOnce() -> T) -> Result<T, GpuError> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        match validation.or(oom) {
+            Some(e) => Err(e.into()),
+            None => Ok(value),
+        }
+    }
+}
+
+/// The warning every program prints when the adapter is a CPU.
+pub fn software_warning(name: &str) -> String {
+    let bar = "!".repeat(78);
+    format!(
+        "{bar}\n!! WARNING: '{name}' is a SOFTWARE adapter: it runs \"GPU\" code on your CPU cores.\n\
+         !! Results are correct, but its timings are NOT GPU numbers. Install your GPU's\n\
+         !! driver (or pick a real GPU with {ADAPTER_ENV}) to measure a GPU.\n{bar}"
+    )
+}
+
+/// Ranks an adapter: bigger is preferred. Real GPUs first, then native APIs over GL.
+fn rank(device_type: wgpu::DeviceType, backend: wgpu::Backend) -> (u8, u8) {
+    let device = match device_type {
+        wgpu::DeviceType::DiscreteGpu => 4,
+        wgpu::DeviceType::IntegratedGpu => 3,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 1,
+        wgpu::DeviceType::Other => 0,
+    };
+    let backend = match backend {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 2,
+        wgpu::Backend::Gl => 1,
+        _ => 0,
+    };
+    (device, backend)
+}
+
+/// Picks the adapter whose name contains `wanted` (case-insensitive), or the best-ranked one.
+fn choose_adapter(adapters: Vec<wgpu::Adapter>, wanted: Option<&str>) -> Result<wgpu::Adapter, GpuError> {
+    if adapters.is_empty() {
+        return Err(GpuError::NoAdapter);
+    }
+    if let Some(wanted) = wanted {
+        let needle = wanted.to_lowercase();
+        let names: Vec<String> = adapters
+            .iter()
+            .map(|a| {
+                let i = a.get_info();
+                format!("{} ({:?})", i.name, i.backend)
+            })
+            .collect();
+        return adapters
+            .into_iter()
+            .enumerate()
+            .filter(|(_, a)| a.get_info().name.to_lowercase().contains(&needle))
+            .max_by_key(|(i, a)| (rank(a.get_info().device_type, a.get_info().backend), std::cmp::Reverse(*i)))
+            .map(|(_, a)| a)
+            .ok_or(GpuError::AdapterNotFound { wanted: wanted.to_string(), available: names });
+    }
+    adapters
+        .into_iter()
+        .enumerate()
+        .max_by_key(|(i, a)| (rank(a.get_info().device_type, a.get_info().backend), std::cmp::Reverse(*i)))
+        .map(|(_, a)| a)
+        .ok_or(GpuError::NoAdapter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discrete_beats_software_and_vulkan_beats_gl() {
+        let gpu = rank(wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Gl);
+        let cpu = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
+        assert!(gpu > cpu);
+        let vk = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
+        let gl = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Gl);
+        assert!(vk > gl);
+    }
+
+    #[test]
+    fn warning_names_the_adapter_and_says_software() {
+        let w = software_warning("llvmpipe (LLVM 15.0.6, 256 bits)");
+        assert!(w.contains("llvmpipe") && w.contains("SOFTWARE"));
+    }
+}
+
+/// One context shared by all the tests of a test binary (creating a device per test is slow on
+/// the software adapter). Panics with the setup instructions when there is no adapter: tests
+/// must fail loudly, never skip silently.
+pub fn test_context() -> &'static GpuContext {
+    static CTX: std::sync::OnceLock<GpuContext> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| match GpuContext::new() {
+        Ok(ctx) => {
+            eprintln!("test adapter: {}", ctx.adapter_line());
+            ctx
+        }
+        Err(e) => panic!("GPU tests need an adapter: {e}"),
+    })
+}

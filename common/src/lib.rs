@@ -1,0 +1,27 @@
+//! `common`: what every stage shares, so no stage repeats the wgpu boilerplate.
+//!
+//! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; adapter
+//!   choice, limits, features, and the software-adapter warning.
+//! - buffer helpers (`buffers.rs`): storage buffers from slices, poisoning, read-back through a
+//!   reused staging buffer, size checks against the device limits.
+//! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
+//!   past 65,535 workgroups.
+//! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
+//! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
+//!
+//! Stage 01 (`double`) shows every one of these steps written out by hand first.
+
+mod buffers;
+pub mod check;
+mod context;
+mod error;
+mod pipeline;
+pub mod timing;
+
+pub use buffers::STORAGE_USAGE;
+pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
+pub use context::{ADAPTER_ENV, GpuContext, software_warning, test_context};
+pub use error::GpuError;
+pub use pipeline::workgroups_1d;
+pub use timing::{GpuTimer, TimeSource, median};
+pub use wgpu;

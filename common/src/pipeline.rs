@@ -1,0 +1,130 @@
+//! Compute pipelines from WGSL, bind groups from buffer lists, and dispatch sizes.
+//!
+//! Every kernel in this project binds its buffers at `@group(0) @binding(0..n)` in the order
+//! the Rust side lists them, so one helper can build every bind group.
+
+use crate::{GpuContext, GpuError};
+
+impl GpuContext {
+    /// Compiles `wgsl` and builds a compute pipeline for `entry`, with the layout wgpu derives
+    /// from the shader. A WGSL error comes back as `GpuError::Validation` with naga's message.
+    pub fn compute_pipeline(&self, label: &str, wgsl: &str, entry: &str) -> Result<wgpu::ComputePipeline, GpuError> {
+        self.scoped(|| {
+            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+            });
+            self.pipeline_from_module(label, &module, entry)
+        })
+    }
+
+    /// Like [`GpuContext::compute_pipeline`], but without the bounds checks that naga inserts
+    /// around every array access. Those checks cost real time in matmul inner loops; use this
+    /// only for kernels whose every index is provably in range (and tested on awkward shapes).
+    pub fn compute_pipeline_unchecked(
+        &self,
+        label: &str,
+        wgsl: &str,
+        entry: &str,
+    ) -> Result<wgpu::ComputePipeline, GpuError> {
+        self.scoped(|| {
+            // SAFETY: callers promise that the shader never indexes out of bounds; the kernels
+            // that use this guard every global access with explicit `if` checks on the shape.
+            let module = unsafe {
+                self.device.create_shader_module_trusted(
+                    wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) },
+                    wgpu::ShaderRuntimeChecks::unchecked(),
+                )
+            };
+            self.pipeline_from_module(label, &module, entry)
+        })
+    }
+
+    fn pipeline_from_module(&self, label: &str, module: &wgpu::ShaderModule, entry: &str) -> wgpu::ComputePipeline {
+        self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: None,
+            module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    }
+
+    /// A bind group for `pipeline`'s group `group`, binding `buffers[i]` at `@binding(i)`.
+    pub fn bind_group(
+        &self,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        group: u32,
+        buffers: &[&wgpu::Buffer],
+    ) -> Result<wgpu::BindGroup, GpuError> {
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        self.scoped(|| {
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(label),
+                layout: &pipeline.get_bind_group_layout(group),
+                entries: &entries,
+            })
+        })
+    }
+
+    /// Workgroup counts `(x, y, 1)` that cover `len` invocations with `workgroup_size` each.
+    ///
+    /// One dispatch dimension holds at most `max_compute_workgroups_per_dimension` (65,535)
+    /// workgroups, so 2^24 elements at 256 per workgroup need a second dimension. The shader
+    /// rebuilds a flat index with
+    /// `let i = gid.x + gid.y * (num_workgroups.x * WORKGROUP_SIZE);` and returns if `i >= len`.
+    pub fn workgroups_1d(&self, len: u64, workgroup_size: u32) -> Result<(u32, u32, u32), GpuError> {
+        workgroups_1d(len, workgroup_size, self.limits.max_compute_workgroups_per_dimension)
+    }
+}
+
+/// See [`GpuContext::workgroups_1d`]; `max_per_dim` is the device's per-dimension limit.
+pub fn workgroups_1d(len: u64, workgroup_size: u32, max_per_dim: u32) -> Result<(u32, u32, u32), GpuError> {
+    let groups = len.div_ceil(workgroup_size as u64).max(1);
+    let max = max_per_dim as u64;
+    let x = groups.min(max);
+    let y = groups.div_ceil(x);
+    if y > max {
+        return Err(GpuError::TooLarge {
+            what: format!("a dispatch of {len} invocations"),
+            bytes: len,
+            limit: max * max * workgroup_size as u64,
+            limit_name: "max_compute_workgroups_per_dimension squared",
+        });
+    }
+    Ok((x as u32, y as u32, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_lengths_fit_one_dimension() {
+        assert_eq!(workgroups_1d(0, 256, 65535).unwrap(), (1, 1, 1));
+        assert_eq!(workgroups_1d(1, 256, 65535).unwrap(), (1, 1, 1));
+        assert_eq!(workgroups_1d(257, 256, 65535).unwrap(), (2, 1, 1));
+    }
+
+    #[test]
+    fn large_lengths_spill_into_y_and_cover_everything() {
+        let len = 65_535u64 * 256 + 1;
+        let (x, y, z) = workgroups_1d(len, 256, 65535).unwrap();
+        assert_eq!((x, y, z), (65535, 2, 1));
+        assert!(x as u64 * y as u64 * 256 >= len);
+        let len = 1u64 << 26;
+        let (x, y, _) = workgroups_1d(len, 256, 65535).unwrap();
+        assert!(x as u64 * y as u64 * 256 >= len && x <= 65535 && y <= 65535);
+    }
+
+    #[test]
+    fn impossible_dispatch_is_an_error() {
+        assert!(workgroups_1d(u64::MAX / 2, 256, 65535).is_err());
+    }
+}

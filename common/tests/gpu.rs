@@ -1,0 +1,85 @@
+//! The context and helpers on a real adapter (the software one in CI).
+
+use common::{GpuError, GpuTimer, test_context};
+
+const ADD_ONE: &str = r#"
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if i < arrayLength(&data) { data[i] = data[i] + 1.0; }
+}
+"#;
+
+#[test]
+fn context_reports_an_adapter() {
+    let ctx = test_context();
+    let line = ctx.adapter_line();
+    assert!(line.contains(&ctx.info.name), "{line}");
+    // We asked for the adapter's own limits, not wgpu's 128 MiB default... which lavapipe
+    // happens to equal, so check we got at least the default.
+    assert!(ctx.limits.max_storage_buffer_binding_size >= 128 << 20);
+}
+
+#[test]
+fn round_trip_and_dispatch_past_one_dimension() {
+    let ctx = test_context();
+    // 65,535 workgroups of 64 cover 4,194,240 elements; go past that so y = 2 is used.
+    let len = 65_535 * 64 + 100;
+    let input: Vec<f32> = (0..len).map(|i| (i % 1000) as f32 - 500.25).collect();
+    let buf = ctx.storage_buffer("data", &input).unwrap();
+    let pipeline = ctx.compute_pipeline("add one", ADD_ONE, "main").unwrap();
+    let bind = ctx.bind_group("add one", &pipeline, 0, &[&buf]).unwrap();
+    let (x, y, z) = ctx.workgroups_1d(len as u64, 64).unwrap();
+    assert_eq!(y, 2);
+    let timer = GpuTimer::new(ctx);
+    let seconds = timer
+        .time_pass(ctx, "add one", |pass| {
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(x, y, z);
+        })
+        .unwrap();
+    assert!(seconds > 0.0 && seconds.is_finite());
+    let out: Vec<f32> = ctx.read(&buf, len).unwrap();
+    let expected: Vec<f32> = input.iter().map(|v| v + 1.0).collect();
+    common::assert_same(&out, &expected);
+}
+
+#[test]
+fn poison_makes_nan_and_reads_reuse_staging() {
+    let ctx = test_context();
+    let buf = ctx.storage_buffer_empty("poisoned", 4 * 17).unwrap();
+    ctx.poison(&buf);
+    let out: Vec<f32> = ctx.read(&buf, 17).unwrap();
+    assert!(out.iter().all(|v| v.is_nan()));
+    let small: Vec<f32> = ctx.read(&buf, 3).unwrap();
+    assert_eq!(small.len(), 3);
+    // Odd byte counts (u8 data) round trip too.
+    let bytes = ctx.storage_buffer("bytes", &[1u8, 2, 3, 4, 5]).unwrap();
+    let back: Vec<u8> = ctx.read(&bytes, 5).unwrap();
+    assert_eq!(back, vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn bad_wgsl_is_an_error_not_a_panic() {
+    let ctx = test_context();
+    let err = ctx.compute_pipeline("broken", "fn main( {", "main").unwrap_err();
+    assert!(matches!(err, GpuError::Validation(_)), "{err:?}");
+}
+
+#[test]
+fn buffer_over_the_limit_is_a_clear_error() {
+    let ctx = test_context();
+    let too_big = ctx.limits.max_storage_buffer_binding_size + 4;
+    let err = ctx.storage_buffer_empty("huge", too_big).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("max_storage_buffer_binding_size"), "{text}");
+}
+
+#[test]
+fn reading_more_than_the_buffer_is_an_error() {
+    let ctx = test_context();
+    let buf = ctx.storage_buffer("four", &[1.0f32; 4]).unwrap();
+    assert!(ctx.read::<f32>(&buf, 5).is_err());
+}
