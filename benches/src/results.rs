@@ -1,0 +1,287 @@
+//! Reading criterion's saved results.
+//!
+//! Criterion 0.8 writes, for every benchmark `<group>/<function>/<parameter>`, a folder
+//! `<criterion dir>/<group>/<function>/<parameter>/new/` (names made filename-safe) holding
+//! `benchmark.json` (the ids and the declared throughput) and `estimates.json` (mean, median,
+//! slope... in nanoseconds per iteration, each with a confidence interval). Earlier runs sit in
+//! `base/` (or a named baseline) beside `new/`; we read only `new/`, as criterion's own report
+//! does. The ids come from `benchmark.json`, not from the folder names, so names with `/` or
+//! `:` in them survive.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// One benchmark's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    pub group: String,
+    pub function: String,
+    /// The parameter as criterion printed it ("1024", "64x784x128").
+    pub param: String,
+    /// Criterion's typical time per iteration (the slope of a linear fit when it sampled
+    /// linearly, else the mean), in seconds, as its reports and line charts use.
+    pub seconds: f64,
+    /// The 95% confidence interval of that estimate, in seconds.
+    pub low: f64,
+    pub high: f64,
+    /// The throughput declared for one iteration, if any.
+    pub throughput: Option<Throughput>,
+}
+
+impl Measurement {
+    /// The parameter as a number, for sweeps over sizes.
+    pub fn size(&self) -> Option<f64> {
+        self.param.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+
+    /// Work per second from the declared throughput (bytes/s or elements/s).
+    pub fn rate(&self) -> Option<f64> {
+        self.throughput.as_ref().map(|t| t.amount() as f64 / self.seconds)
+    }
+}
+
+/// The throughput criterion saved with a benchmark (its enum, as serde writes it).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub enum Throughput {
+    Bits(u64),
+    Bytes(u64),
+    BytesDecimal(u64),
+    Elements(u64),
+    ElementsAndBytes { elements: u64, bytes: u64 },
+}
+
+impl Throughput {
+    /// The amount of work per iteration (elements for the mixed form).
+    pub fn amount(&self) -> u64 {
+        match *self {
+            Throughput::Bits(n) | Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => n,
+            Throughput::ElementsAndBytes { elements, .. } => elements,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct BenchmarkJson {
+    group_id: String,
+    function_id: Option<String>,
+    value_str: Option<String>,
+    throughput: Option<Throughput>,
+}
+
+#[derive(Deserialize)]
+struct EstimateJson {
+    confidence_interval: IntervalJson,
+    point_estimate: f64,
+}
+
+#[derive(Deserialize)]
+struct IntervalJson {
+    lower_bound: f64,
+    upper_bound: f64,
+}
+
+#[derive(Deserialize)]
+struct EstimatesJson {
+    mean: EstimateJson,
+    slope: Option<EstimateJson>,
+}
+
+/// Why results could not be read.
+#[derive(Debug)]
+pub enum ResultsError {
+    /// The criterion directory does not exist (no bench has run yet, or the wrong path).
+    NoDirectory(PathBuf),
+    Io(PathBuf, std::io::Error),
+    /// A file that is not what criterion writes.
+    Parse(PathBuf, serde_json::Error),
+}
+
+impl std::fmt::Display for ResultsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResultsError::NoDirectory(p) => write!(
+                f,
+                "no criterion results at {}: run `cargo bench -p benches` first, or pass --criterion-dir",
+                p.display()
+            ),
+            ResultsError::Io(p, e) => write!(f, "reading {}: {e}", p.display()),
+            ResultsError::Parse(p, e) => write!(f, "{} is not a criterion 0.8 result file: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for ResultsError {}
+
+/// Every benchmark under `dir` that has both `new/benchmark.json` and `new/estimates.json`,
+/// sorted by group, function and size (or parameter text).
+pub fn load(dir: &Path) -> Result<Vec<Measurement>, ResultsError> {
+    if !dir.is_dir() {
+        return Err(ResultsError::NoDirectory(dir.to_path_buf()));
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let entries = std::fs::read_dir(&folder).map_err(|e| ResultsError::Io(folder.clone(), e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| ResultsError::Io(folder.clone(), e))?.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let bench = path.join("benchmark.json");
+            if path.file_name().is_some_and(|n| n == "new") && bench.is_file() {
+                if let Some(m) = load_one(&bench, &path.join("estimates.json"))? {
+                    found.push(m);
+                }
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    found.sort_by(|a, b| {
+        (a.group.as_str(), a.function.as_str())
+            .cmp(&(b.group.as_str(), b.function.as_str()))
+            .then(a.size().unwrap_or(f64::NAN).total_cmp(&b.size().unwrap_or(f64::NAN)))
+            .then(a.param.cmp(&b.param))
+    });
+    Ok(found)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ResultsError::Io(path.to_path_buf(), e))?;
+    serde_json::from_str(&text).map_err(|e| ResultsError::Parse(path.to_path_buf(), e))
+}
+
+/// One benchmark; `None` when criterion saved the id but no estimates (an interrupted run).
+fn load_one(bench: &Path, estimates: &Path) -> Result<Option<Measurement>, ResultsError> {
+    if !estimates.is_file() {
+        return Ok(None);
+    }
+    let id: BenchmarkJson = read_json(bench)?;
+    let est: EstimatesJson = read_json(estimates)?;
+    let typical = est.slope.as_ref().unwrap_or(&est.mean);
+    Ok(Some(Measurement {
+        group: id.group_id,
+        function: id.function_id.unwrap_or_default(),
+        param: id.value_str.unwrap_or_default(),
+        seconds: typical.point_estimate * 1e-9,
+        low: typical.confidence_interval.lower_bound * 1e-9,
+        high: typical.confidence_interval.upper_bound * 1e-9,
+        throughput: id.throughput,
+    }))
+}
+
+/// Reads the adapter note the benches leave in the criterion directory (`adapter.txt`):
+/// `(adapter line, CPU line)`, either `None` when missing.
+pub fn adapter_note(dir: &Path) -> (Option<String>, Option<String>) {
+    let text = std::fs::read_to_string(dir.join(crate::harness::ADAPTER_NOTE)).unwrap_or_default();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from);
+    (lines.next(), lines.next())
+}
+
+/// Writers of synthetic criterion folders, shared by the tests of this crate.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use std::path::Path;
+
+    /// Writes `<dir>/<group>/<function>/<param>/new/{benchmark,estimates}.json` as criterion
+    /// 0.8 does, with `ns` nanoseconds per iteration (the mean; the slope only if `slope`).
+    pub fn write(dir: &Path, group: &str, function: &str, param: &str, ns: f64, slope: bool, throughput: &str) {
+        let folder = dir.join(group).join(function).join(param).join("new");
+        std::fs::create_dir_all(&folder).unwrap();
+        let full = format!("{group}/{function}/{param}");
+        std::fs::write(
+            folder.join("benchmark.json"),
+            format!(
+                r#"{{"group_id":"{group}","function_id":"{function}","value_str":"{param}","throughput":{throughput},"full_id":"{full}","directory_name":"{full}","title":"{full}"}}"#
+            ),
+        )
+        .unwrap();
+        let est = |v: f64| {
+            format!(
+                r#"{{"confidence_interval":{{"confidence_level":0.95,"lower_bound":{},"upper_bound":{}}},"point_estimate":{v},"standard_error":1.0}}"#,
+                v * 0.9,
+                v * 1.1
+            )
+        };
+        let slope_json = if slope { est(ns * 0.5) } else { "null".to_string() };
+        std::fs::write(
+            folder.join("estimates.json"),
+            format!(
+                r#"{{"mean":{},"median":{},"median_abs_dev":{},"slope":{slope_json},"std_dev":{}}}"#,
+                est(ns),
+                est(ns),
+                est(1.0),
+                est(1.0)
+            ),
+        )
+        .unwrap();
+    }
+
+    /// A fresh empty temporary folder, unique per test.
+    pub fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("benches-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{temp_dir, write};
+    use super::*;
+
+    #[test]
+    fn reads_new_results_and_ignores_baselines() {
+        let dir = temp_dir("load");
+        write(&dir, "double", "cpu", "1024", 2000.0, false, r#"{"BytesDecimal":8192}"#);
+        write(&dir, "double", "cpu", "4096", 8000.0, true, r#"{"BytesDecimal":32768}"#);
+        write(&dir, "matmul_mnist", "gpu_best_e2e", "64x784x128", 5e5, false, r#"{"Elements":12845056}"#);
+        // A saved baseline beside `new/` must not be read.
+        let base = dir.join("double/cpu/1024/base");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::copy(dir.join("double/cpu/1024/new/benchmark.json"), base.join("benchmark.json")).unwrap();
+        // A report folder without results is skipped.
+        std::fs::create_dir_all(dir.join("report")).unwrap();
+
+        let all = load(&dir).unwrap();
+        assert_eq!(all.len(), 3, "{all:?}");
+        let small = &all[0];
+        assert_eq!((small.group.as_str(), small.function.as_str(), small.param.as_str()), ("double", "cpu", "1024"));
+        assert!((small.seconds - 2e-6).abs() < 1e-15);
+        assert!((small.low - 1.8e-6).abs() < 1e-15 && (small.high - 2.2e-6).abs() < 1e-15);
+        assert_eq!(small.size(), Some(1024.0));
+        assert_eq!(small.throughput, Some(Throughput::BytesDecimal(8192)));
+        assert!((small.rate().unwrap() - 8192.0 / 2e-6).abs() < 1.0);
+        // With a slope, criterion's typical estimate is the slope (here half the mean).
+        assert!((all[1].seconds - 4e-6).abs() < 1e-15);
+        assert_eq!(all[2].size(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_dir_and_corrupt_files_are_clear_errors() {
+        let dir = temp_dir("errors");
+        let missing = dir.join("nope");
+        let err = load(&missing).unwrap_err().to_string();
+        assert!(err.contains("cargo bench"), "{err}");
+
+        write(&dir, "double", "cpu", "1024", 2000.0, false, "null");
+        std::fs::write(dir.join("double/cpu/1024/new/estimates.json"), "{ not json").unwrap();
+        let err = load(&dir).unwrap_err().to_string();
+        assert!(err.contains("estimates.json") && err.contains("not a criterion"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn adapter_note_lines() {
+        let dir = temp_dir("note");
+        assert_eq!(adapter_note(&dir), (None, None));
+        std::fs::write(dir.join("adapter.txt"), "NVIDIA H200 (Vulkan, DiscreteGpu)\nAMD EPYC, 16 threads\n").unwrap();
+        let (a, c) = adapter_note(&dir);
+        assert_eq!(a.as_deref(), Some("NVIDIA H200 (Vulkan, DiscreteGpu)"));
+        assert_eq!(c.as_deref(), Some("AMD EPYC, 16 threads"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
