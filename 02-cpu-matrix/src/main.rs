@@ -1,0 +1,352 @@
+//! The stage 02 runner: validates every CPU matmul variant against a reference, then times it
+//! and prints GFLOP/s next to `matrixmultiply` and this CPU's peak.
+//!
+//! ```text
+//! cargo run --release -p cpu-matrix                       # everything (about 1-2 minutes)
+//! cargo run --release -p cpu-matrix -- --sizes 1024 --variants 0,3,4
+//! cargo run --release -p cpu-matrix -- --threads 1        # variant 4 (and the library) on 1 core
+//! ```
+//!
+//! Each measurement: one run that is checked (validate before timing: a wrong kernel is never
+//! timed), then repeated runs for about `--budget-ms` (at least `--min-reps`), and the median.
+//! Inputs go through `std::hint::black_box` and so does the output, so the compiler cannot skip
+//! the work (a naive matmul once "ran in 63 nanoseconds" that way).
+//!
+//! Variant 0 reads `MATMUL_NUM_THREADS` once per process, so its single-threaded numbers come
+//! from a child process of this binary started with `MATMUL_NUM_THREADS=1`.
+
+mod peak;
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use clap::Parser;
+use cpu_matrix::{CpuKernel, Matrix, Transpose, matmul_f64_reference, matmul_t_into};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "CPU matmul variants 0-4: validate, time, compare with matrixmultiply and the peak")]
+struct Args {
+    /// Square sizes n (n x n * n x n).
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,2048")]
+    sizes: Vec<usize>,
+    /// Variants to run: 0 matrixmultiply, 1 naive, 2 ikj, 3 blocked, 4 blocked on all threads.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,3,4")]
+    variants: Vec<u32>,
+    /// Threads for variant 4 and for multi-threaded matrixmultiply (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Largest n the naive variant 1 runs at (it takes seconds per run beyond 1024).
+    #[arg(long, default_value_t = 1024)]
+    naive_max: usize,
+    /// Skip the MNIST layer shapes (64x784*784x128 and its two backward products).
+    #[arg(long)]
+    no_mnist: bool,
+    /// Target time spent repeating each measurement, in milliseconds.
+    #[arg(long, default_value_t = 400)]
+    budget_ms: u64,
+    /// Fewest timed runs per measurement (the median of these is reported).
+    #[arg(long, default_value_t = 3)]
+    min_reps: usize,
+    /// Clock in GHz for the computed peak (default: read from the OS).
+    #[arg(long)]
+    ghz: Option<f64>,
+    /// f32 flops per cycle per core for the computed peak (default: from ISA and CPU family).
+    #[arg(long)]
+    flops_per_cycle: Option<f64>,
+    /// Internal: time only variant 0 and print machine-readable lines (run by the parent with
+    /// MATMUL_NUM_THREADS=1).
+    #[arg(long, hide = true)]
+    library_child: bool,
+}
+
+/// One product to time: `op(a) [m, k] * op(b) [k, n]`.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    label: &'static str,
+    m: usize,
+    k: usize,
+    n: usize,
+    t: Transpose,
+}
+
+impl Shape {
+    fn name(&self) -> String {
+        let body = format!("{}x{}x{}", self.m, self.k, self.n);
+        if self.label.is_empty() { body } else { format!("{} {body}", self.label) }
+    }
+
+    fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.k as f64 * self.n as f64
+    }
+
+    /// Random operands stored as the transpose option says (`a [k, m]` for `A^T * B`, ...).
+    fn operands(&self, seed: u64) -> (Matrix, Matrix) {
+        let (ar, ac) = if self.t == Transpose::A { (self.k, self.m) } else { (self.m, self.k) };
+        let (br, bc) = if self.t == Transpose::B { (self.n, self.k) } else { (self.k, self.n) };
+        (Matrix::random_uniform(ar, ac, -1.0, 1.0, seed), Matrix::random_uniform(br, bc, -1.0, 1.0, seed + 1))
+    }
+}
+
+fn shapes(args: &Args) -> Vec<Shape> {
+    let mut v: Vec<Shape> =
+        args.sizes.iter().map(|&n| Shape { label: "", m: n, k: n, n, t: Transpose::None }).collect();
+    if !args.no_mnist {
+        // The MNIST network's first layer at batch 64: forward x W, weight gradient x^T dy,
+        // input gradient dy W^T.
+        v.push(Shape { label: "MNIST fwd  x*W", m: 64, k: 784, n: 128, t: Transpose::None });
+        v.push(Shape { label: "MNIST dW x^T*dy", m: 784, k: 64, n: 128, t: Transpose::A });
+        v.push(Shape { label: "MNIST dx dy*W^T", m: 64, k: 128, n: 784, t: Transpose::B });
+    }
+    v
+}
+
+/// Median seconds of `kernel` on these operands: one untimed warm-up, then at least
+/// `min_reps` runs and as many as fit in `budget_ms`.
+fn time(kernel: CpuKernel, s: &Shape, a: &Matrix, b: &Matrix, out: &mut Matrix, args: &Args) -> f64 {
+    let run = |out: &mut Matrix| {
+        let start = Instant::now();
+        matmul_t_into(kernel, s.t, black_box(a), black_box(b), out).expect("shapes were checked");
+        black_box(&out.data);
+        start.elapsed().as_secs_f64()
+    };
+    let first = run(out);
+    let reps = ((args.budget_ms as f64 / 1e3 / first) as usize).clamp(args.min_reps.max(1), 200);
+    let mut times: Vec<f64> = (0..reps).map(|_| run(out)).collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Tolerance: sums of `k` products of values in [-1, 1) (see the tests): abs `k * 1e-6`.
+fn tolerance(k: usize) -> (f64, f64) {
+    (1e-5, 1e-6 * k.max(1) as f64)
+}
+
+/// The child process: variant 0 only, one line per shape, `lib1 <index> <seconds>`.
+fn library_child(args: &Args) {
+    for (i, s) in shapes(args).iter().enumerate() {
+        let (a, b) = s.operands(i as u64);
+        let mut out = Matrix::zeros(s.m, s.n);
+        println!("lib1 {i} {:e}", time(CpuKernel::Library, s, &a, &b, &mut out, args));
+    }
+}
+
+/// Runs this binary again with `MATMUL_NUM_THREADS=1` for single-threaded variant 0 times.
+fn library_single_threaded(args: &Args) -> Result<HashMap<usize, f64>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let sizes: Vec<String> = args.sizes.iter().map(|n| n.to_string()).collect();
+    let mut cmd = Command::new(exe);
+    cmd.env("MATMUL_NUM_THREADS", "1")
+        .arg("--library-child")
+        .arg(format!("--sizes={}", sizes.join(",")))
+        .arg(format!("--budget-ms={}", args.budget_ms))
+        .arg(format!("--min-reps={}", args.min_reps));
+    if args.no_mnist {
+        cmd.arg("--no-mnist");
+    }
+    let output = cmd.output().map_err(|e| format!("cannot start the single-threaded child: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("single-threaded child failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            (f.next() == Some("lib1")).then_some(())?;
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.library_child {
+        library_child(&args);
+        return ExitCode::SUCCESS;
+    }
+    let mut kernels = Vec::new();
+    for &v in &args.variants {
+        match CpuKernel::from_number(v) {
+            Some(k) => kernels.push(k),
+            None => {
+                eprintln!("error: --variants: there is no variant {v} (use 0 to 4)");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = args.threads.unwrap_or(cores).max(1);
+    cpu_matrix::set_num_threads(threads);
+    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+        // SAFETY: nothing else runs yet (no thread has been started), so no one reads the
+        // environment concurrently. matrixmultiply reads this once, at its first call.
+        unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
+    }
+    let lib_threads: usize = std::env::var("MATMUL_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(threads, |t: usize| t.clamp(1, 4));
+
+    // The machine and its peak.
+    let model = peak::cpuinfo("model name").unwrap_or_else(|| "unknown CPU".into());
+    let p = peak::detect(args.ghz, args.flops_per_cycle);
+    println!("CPU: {model}, {cores} cores available; widest f32 SIMD: {} ({} lanes)", p.isa, p.lanes);
+    println!(
+        "peak per core = {} lanes x {} FMA/cycle ({}) x 2 flops x {:.2} GHz (clock from {}) = {:.1} GFLOP/s",
+        p.lanes,
+        p.fma_per_cycle,
+        p.fma_note,
+        p.ghz,
+        p.clock_source,
+        p.gflops(1)
+    );
+    println!("peak for {cores} cores = {:.1} GFLOP/s", p.gflops(cores));
+    for t in [1, threads] {
+        if let Some(g) = peak::measure_fma(t) {
+            println!(
+                "measured: an FMA-only loop on {t} thread(s) runs {g:.1} GFLOP/s = {:.0}% of the computed peak ({:.2} GHz effective)",
+                100.0 * g / p.gflops(t),
+                g / (t as f64 * p.flops_per_cycle())
+            );
+        }
+        if threads == 1 {
+            break;
+        }
+    }
+    println!(
+        "variant 4 uses up to {threads} thread(s); matrixmultiply uses {lib_threads} (MATMUL_NUM_THREADS) and 1 in a child process"
+    );
+    println!("times are medians of >= {} runs after one validated run; % of peak is for the cores used\n", args.min_reps);
+
+    let all = shapes(&args);
+    let lib1 = if kernels.contains(&CpuKernel::Library) {
+        match library_single_threaded(&args) {
+            Ok(map) => map,
+            Err(e) => {
+                eprintln!("warning: {e}; no single-threaded matrixmultiply column");
+                HashMap::new()
+            }
+        }
+    } else {
+        HashMap::new()
+    };
+
+    println!("| shape (m x k x n) | variant | threads | time | GFLOP/s | % of matrixmultiply | % of peak |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let mut failed = false;
+    let mut at_1024: HashMap<(CpuKernel, usize), f64> = HashMap::new();
+    for (i, s) in all.iter().enumerate() {
+        let (a, b) = s.operands(i as u64);
+        // The f64 reference up to 1024^3 multiply-adds; beyond, the library's own result (the
+        // library is checked against f64 at every smaller size).
+        let reference = if (s.m * s.k * s.n) <= 1 << 30 {
+            let a_ref = if s.t == Transpose::A { a.transpose() } else { a.clone() };
+            let b_ref = if s.t == Transpose::B { b.transpose() } else { b.clone() };
+            Some(matmul_f64_reference(&a_ref, &b_ref).expect("shapes fit"))
+        } else {
+            None
+        };
+        let mut lib_secs: HashMap<usize, f64> = HashMap::new();
+        let mut lib_out: Option<Matrix> = None;
+        let mut rows: Vec<(String, usize, Option<f64>)> = Vec::new();
+        // Library first: it is the reference for the % column (and for validation at 2048).
+        let mut order = kernels.clone();
+        order.sort_by_key(|k| k.number());
+        for kernel in order {
+            let kthreads = match kernel {
+                CpuKernel::Library => lib_threads,
+                CpuKernel::Parallel => threads,
+                _ => 1,
+            };
+            let label = format!("{} {}", kernel.number(), kernel.name());
+            if kernel == CpuKernel::Naive && s.m.max(s.n).max(s.k) > args.naive_max {
+                rows.push((format!("{label} (skipped: > --naive-max {})", args.naive_max), 1, None));
+                continue;
+            }
+            let mut out = Matrix::new(s.m, s.n, vec![f32::NAN; s.m * s.n]).expect("shape");
+            matmul_t_into(kernel, s.t, &a, &b, &mut out).expect("shapes fit");
+            let expected = reference.as_ref().or(lib_out.as_ref());
+            if let Some(expected) = expected {
+                let (rel, abs) = tolerance(s.k);
+                if let Err(e) = common::check_close(&out.data, &expected.data, rel, abs) {
+                    println!("| {} | {label} | {kthreads} | WRONG RESULT, not timed | | | |", s.name());
+                    eprintln!("variant {} at {}: {e}", kernel.number(), s.name());
+                    failed = true;
+                    continue;
+                }
+            }
+            let secs = time(kernel, s, &a, &b, &mut out, &args);
+            if kernel == CpuKernel::Library {
+                lib_secs.insert(lib_threads, secs);
+                if let Some(&t1) = lib1.get(&i) {
+                    lib_secs.insert(1, t1);
+                }
+                lib_out = Some(out);
+            }
+            if s.t == Transpose::None && s.n == 1024 && s.m == 1024 {
+                at_1024.insert((kernel, kthreads), secs);
+            }
+            rows.push((label, kthreads, Some(secs)));
+        }
+        // matrixmultiply single-threaded, from the child.
+        if let Some(&t1) = lib1.get(&i) {
+            if lib_threads != 1 {
+                let pos = rows.iter().position(|r| r.0.starts_with("0 ")).map_or(0, |p| p + 1);
+                rows.insert(pos, (format!("0 {}", CpuKernel::Library.name()), 1, Some(t1)));
+            }
+            if s.m == 1024 && s.n == 1024 && s.t == Transpose::None {
+                at_1024.insert((CpuKernel::Library, 1), t1);
+            }
+        }
+        for (label, kthreads, secs) in rows {
+            let Some(secs) = secs else {
+                println!("| {} | {label} | {kthreads} | | | | |", s.name());
+                continue;
+            };
+            let gflops = s.flops() / secs / 1e9;
+            let of_lib = lib_secs.get(&kthreads).map_or("-".into(), |&l| format!("{:.0}%", 100.0 * l / secs));
+            let of_peak = 100.0 * gflops / p.gflops(kthreads);
+            println!(
+                "| {} | {label} | {kthreads} | {} | {gflops:.1} | {of_lib} | {of_peak:.0}% |",
+                s.name(),
+                fmt_time(secs)
+            );
+        }
+    }
+
+    // The stage's targets at n = 1024, where all the numbers exist.
+    let get = |k: CpuKernel, t: usize| at_1024.get(&(k, t)).copied();
+    println!();
+    if let (Some(v3), Some(l1)) = (get(CpuKernel::Blocked, 1), get(CpuKernel::Library, 1)) {
+        println!("n=1024: variant 3 reaches {:.0}% of single-threaded matrixmultiply (target >= 70%)", 100.0 * l1 / v3);
+    }
+    if let (Some(v3), Some(v4)) = (get(CpuKernel::Blocked, 1), get(CpuKernel::Parallel, threads)) {
+        println!("n=1024: variant 4 on {threads} threads is {:.2}x variant 3 (target >= 1.7x on 2 cores)", v3 / v4);
+    }
+    if let Some(naive) = get(CpuKernel::Naive, 1) {
+        let best = [get(CpuKernel::Blocked, 1), get(CpuKernel::Parallel, threads)]
+            .into_iter()
+            .flatten()
+            .fold(f64::INFINITY, f64::min);
+        if best.is_finite() {
+            println!("n=1024: the best variant is {:.0}x faster than naive (target >= 20x)", naive / best);
+        }
+    }
+    if failed {
+        eprintln!("some variants gave wrong results (see above)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn fmt_time(secs: f64) -> String {
+    if secs >= 1.0 {
+        format!("{secs:.2} s")
+    } else if secs >= 1e-3 {
+        format!("{:.2} ms", secs * 1e3)
+    } else {
+        format!("{:.1} us", secs * 1e6)
+    }
+}

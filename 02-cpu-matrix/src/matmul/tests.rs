@@ -1,0 +1,142 @@
+//! Every variant, plain and transposed, against the f64 reference on random inputs and awkward
+//! shapes; shape errors; the portable micro-kernel and odd thread counts.
+//!
+//! Tolerance: every output is a sum of `k` products of values in [-1, 1), each rounded in f32
+//! (unit roundoff 6e-8). Summed in any order the error stays far below `k * 1e-6`, which is the
+//! absolute tolerance, plus 1e-5 relative; NaN fails (the shared checker).
+
+use super::blocked::{MicroKernel, gemm_blocked};
+use super::parallel::gemm_parallel;
+use super::*;
+use common::assert_close;
+
+/// `(m, k, n)`: 1x1, a row vector, a column vector, odd sizes around the tile sizes (8 x 32),
+/// shapes that cross the KC = 128 and MC = 192 block edges, one past NC = 4096 columns, the
+/// MNIST layer shapes, and empty ones.
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1, 1),
+    (1, 63, 65),
+    (65, 63, 1),
+    (1, 1, 257),
+    (17, 63, 65),
+    (129, 257, 3),
+    (7, 9, 31),
+    (9, 129, 33),
+    (200, 300, 70),
+    (3, 5, 4100),
+    (64, 784, 128),
+    (0, 5, 7),
+    (5, 0, 7),
+    (5, 7, 0),
+];
+
+fn tolerance(k: usize) -> (f64, f64) {
+    (1e-5, 1e-6 * k.max(1) as f64)
+}
+
+/// Random operands for `op(a) * op(b)` of logical shape `m x k * k x n`, stored as `t` says,
+/// and the f64 reference computed on explicit transposes.
+fn case(t: Transpose, (m, k, n): (usize, usize, usize), seed: u64) -> (Matrix, Matrix, Matrix) {
+    let a = Matrix::random_uniform(m, k, -1.0, 1.0, seed);
+    let b = Matrix::random_uniform(k, n, -1.0, 1.0, seed + 1);
+    let expected = matmul_f64_reference(&a, &b).unwrap();
+    match t {
+        Transpose::None => (a, b, expected),
+        Transpose::A => (a.transpose(), b, expected),
+        Transpose::B => (a, b.transpose(), expected),
+    }
+}
+
+#[test]
+fn every_variant_matches_the_f64_reference() {
+    for t in [Transpose::None, Transpose::A, Transpose::B] {
+        for (s, &shape) in SHAPES.iter().enumerate() {
+            let (a, b, expected) = case(t, shape, 100 * s as u64);
+            for kernel in CpuKernel::ALL {
+                // Poison: an element a kernel forgets to write shows up as NaN.
+                let mut out = Matrix::new(shape.0, shape.2, vec![f32::NAN; shape.0 * shape.2]).unwrap();
+                matmul_t_into(kernel, t, &a, &b, &mut out).unwrap();
+                let (rel, abs) = tolerance(shape.1);
+                if let Err(e) = common::check_close(&out.data, &expected.data, rel, abs) {
+                    panic!("variant {kernel:?}, {t:?}, shape {shape:?}: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn public_shortcuts_compute_the_right_products() {
+    let (a, b, expected) = case(Transpose::A, (33, 70, 45), 1);
+    let (rel, abs) = tolerance(70);
+    assert_close(&matmul_at_b(&a, &b).unwrap().data, &expected.data, rel, abs);
+    let mut out = Matrix::zeros(33, 45);
+    matmul_at_b_into(&a, &b, &mut out).unwrap();
+    assert_close(&out.data, &expected.data, rel, abs);
+
+    let (a, b, expected) = case(Transpose::B, (33, 70, 45), 2);
+    assert_close(&matmul_a_bt(&a, &b).unwrap().data, &expected.data, rel, abs);
+    matmul_a_bt_into(&a, &b, &mut out).unwrap();
+    assert_close(&out.data, &expected.data, rel, abs);
+
+    let (a, b, expected) = case(Transpose::None, (33, 70, 45), 3);
+    assert_close(&matmul(&a, &b).unwrap().data, &expected.data, rel, abs);
+    matmul_into(&a, &b, &mut out).unwrap();
+    assert_close(&out.data, &expected.data, rel, abs);
+    assert_close(&matmul_with(CpuKernel::Naive, &a, &b).unwrap().data, &expected.data, rel, abs);
+}
+
+#[test]
+fn portable_micro_kernel_and_odd_thread_counts_match() {
+    for t in [Transpose::None, Transpose::A, Transpose::B] {
+        for &shape in &[(17, 63, 65), (129, 257, 3), (200, 300, 70), (3, 5, 4100)] {
+            let (a, b, expected) = case(t, shape, 7);
+            let (av, bv) = match t {
+                Transpose::None => (MatRef::of(&a), MatRef::of(&b)),
+                Transpose::A => (MatRef::of(&a).t(), MatRef::of(&b)),
+                Transpose::B => (MatRef::of(&a), MatRef::of(&b).t()),
+            };
+            let (rel, abs) = tolerance(shape.1);
+            let mut out = vec![f32::NAN; shape.0 * shape.2];
+            gemm_blocked(av, bv, &mut out, shape.2, MicroKernel::Portable);
+            assert_close(&out, &expected.data, rel, abs);
+            for threads in [2, 3, 5] {
+                for kernel in [MicroKernel::Portable, MicroKernel::detect()] {
+                    out.fill(f32::NAN);
+                    gemm_parallel(av, bv, &mut out, threads, kernel);
+                    assert_close(&out, &expected.data, rel, abs);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn shape_mismatches_are_errors_naming_both_shapes() {
+    let a = Matrix::zeros(2, 3);
+    let b = Matrix::zeros(4, 5);
+    for kernel in CpuKernel::ALL {
+        let err = matmul_with(kernel, &a, &b).unwrap_err();
+        assert_eq!(err, MatrixError::Shape { op: "matmul (a: [m, k], b: [k, n])", left: (2, 3), right: (4, 5) });
+        assert!(err.to_string().contains("2x3 and 4x5"), "{err}");
+    }
+    let err = matmul_at_b(&a, &b).unwrap_err();
+    assert_eq!(err.to_string(), "matmul_at_b (a: [k, m], b: [k, n]): shapes 2x3 and 4x5 do not fit");
+    let err = matmul_a_bt(&a, &b).unwrap_err();
+    assert_eq!(err.to_string(), "matmul_a_bt (a: [m, k], b: [n, k]): shapes 2x3 and 4x5 do not fit");
+    let mut wrong = Matrix::zeros(3, 3);
+    let err = matmul_into(&a, &Matrix::zeros(3, 4), &mut wrong).unwrap_err();
+    assert_eq!(err.to_string(), "matmul (a: [m, k], b: [k, n]): the output must be 2x4, got 3x3");
+    assert_eq!(wrong, Matrix::zeros(3, 3), "a failed call leaves the output alone");
+    assert!(matmul_f64_reference(&a, &b).is_err());
+}
+
+#[test]
+fn kernel_numbers_round_trip() {
+    for (i, kernel) in CpuKernel::ALL.into_iter().enumerate() {
+        assert_eq!(kernel.number() as usize, i);
+        assert_eq!(CpuKernel::from_number(i as u32), Some(kernel));
+    }
+    assert_eq!(CpuKernel::from_number(5), None);
+    assert!(num_threads() >= 1);
+}
