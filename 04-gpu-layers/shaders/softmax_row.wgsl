@@ -1,0 +1,121 @@
+// softmax_row.wgsl: softmax + cross-entropy of ONE row by ONE workgroup, shared by the plain loss
+// kernel (softmax_ce.wgsl) and the fused output layer (output_layer.wgsl). Prepended after
+// common.wgsl; the including kernel declares `counters` (array<atomic<u32>>).
+//
+// Numerically stable: with m = max_c z_c,
+//     p_c  = exp(z_c - m) / sum_c' exp(z_c' - m)        (every exp is of a number <= 0)
+//     loss = log(sum_c' exp(z_c' - m)) + m - z_label     (never log(0): the sum is >= 1)
+// so logits of +-1e4 give a finite loss (2e4) where exp(z) alone would overflow to inf.
+// The gradient of the MEAN loss over the batch with respect to the logits is
+//     dL/dz_c = (p_c - [c == label]) / batch.
+
+const ROW_WG: u32 = 64u;
+const MAX_CLASSES: u32 = 1024u;
+const NO_INDEX: u32 = 0xffffffffu;
+
+const MODE_TRAIN: u32 = 0u;   // write dL/dz, add loss/correct/rows, count the step
+const MODE_EVAL: u32 = 1u;    // write probabilities, add loss/correct/rows
+const MODE_PREDICT: u32 = 2u; // write probabilities only (no labels)
+
+// In: the row's logits. Out: dL/dz (train) or the probabilities (eval, predict).
+var<workgroup> row_values: array<f32, MAX_CLASSES>;
+var<workgroup> red_val: array<f32, ROW_WG>;
+var<workgroup> red_idx: array<u32, ROW_WG>;
+
+// counters[COUNTER_LOSS] += v for an f32 stored as bits. WGSL atomics exist only for i32/u32,
+// so a float add is a compare-exchange loop: read, add, swap if nobody changed it meanwhile,
+// else retry with the value that is there now. One call per row, so contention stays low.
+fn atomic_add_loss(v: f32) {
+    var old = atomicLoad(&counters[COUNTER_LOSS]);
+    loop {
+        let r = atomicCompareExchangeWeak(&counters[COUNTER_LOSS], old, bitcast<u32>(bitcast<f32>(old) + v));
+        if r.exchanged {
+            break;
+        }
+        old = r.old_value;
+    }
+}
+
+// Is (value b at index bi) a better argmax than (value a at index ai)? Larger wins; on a tie the
+// smaller index wins, like the CPU twin's "first maximum".
+fn beats(b: f32, bi: u32, a: f32, ai: u32) -> bool {
+    return bi != NO_INDEX && (ai == NO_INDEX || b > a || (b == a && bi < ai));
+}
+
+// All ROW_WG invocations must call this (it has barriers). row_values[0..classes) must hold the
+// logits, written before a barrier.
+fn softmax_ce_row(lid: u32, classes: u32, label: u32, mode: u32, inv_rows: f32, first_row: bool) {
+    // 1. Max and argmax: each invocation scans every ROW_WG-th class, then a tree of
+    //    log2(ROW_WG) steps combines the 64 candidates.
+    var best = -3.4028235e38;
+    var best_i = NO_INDEX;
+    for (var c = lid; c < classes; c += ROW_WG) {
+        let z = row_values[c];
+        if beats(z, c, best, best_i) {
+            best = z;
+            best_i = c;
+        }
+    }
+    red_val[lid] = best;
+    red_idx[lid] = best_i;
+    workgroupBarrier();
+    for (var s = ROW_WG / 2u; s > 0u; s /= 2u) {
+        if lid < s && beats(red_val[lid + s], red_idx[lid + s], red_val[lid], red_idx[lid]) {
+            red_val[lid] = red_val[lid + s];
+            red_idx[lid] = red_idx[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let m = red_val[0];
+    let arg = red_idx[0];
+    workgroupBarrier(); // everyone has read red_val[0] before it is reused
+
+    // 2. The sum of exp(z - m), the same way.
+    var sum = 0.0;
+    for (var c = lid; c < classes; c += ROW_WG) {
+        sum += exp(row_values[c] - m);
+    }
+    red_val[lid] = sum;
+    workgroupBarrier();
+    for (var s = ROW_WG / 2u; s > 0u; s /= 2u) {
+        if lid < s {
+            red_val[lid] += red_val[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red_val[0];
+    let label_ok = label < classes;
+    var z_label = 0.0;
+    if label_ok {
+        z_label = row_values[label];
+    }
+    workgroupBarrier(); // everyone has read z_label before row_values is overwritten
+
+    // 3. Probabilities, or the gradient. Each invocation rewrites only its own classes.
+    for (var c = lid; c < classes; c += ROW_WG) {
+        let prob = exp(row_values[c] - m) / total;
+        if mode == MODE_TRAIN {
+            // A row with a bad label contributes nothing (and is counted below).
+            row_values[c] = select(0.0, (prob - select(0.0, 1.0, c == label)) * inv_rows, label_ok);
+        } else {
+            row_values[c] = prob;
+        }
+    }
+
+    // 4. Metrics, once per row. The step counter is what Adam's bias correction reads.
+    if lid == 0u && mode != MODE_PREDICT {
+        atomicAdd(&counters[COUNTER_ROWS], 1u);
+        if label_ok {
+            atomic_add_loss(log(total) + m - z_label);
+            if arg == label {
+                atomicAdd(&counters[COUNTER_CORRECT], 1u);
+            }
+        } else {
+            atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
+        }
+        if mode == MODE_TRAIN && first_row {
+            atomicAdd(&counters[COUNTER_STEP], 1u);
+        }
+    }
+    workgroupBarrier(); // row_values is complete for the caller
+}

@@ -1,0 +1,300 @@
+//! The CPU twin of every GPU kernel in `shaders/`: the same math, in plain Rust on slices, with
+//! the same names and shapes. These are the reference the GPU is tested against, and the ops
+//! the CPU trainer runs.
+//!
+//! All tensors are row-major slices; a shape `[rows, cols]` means `rows * cols` values. The fused
+//! kernels' twins (`linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`)
+//! are written as compositions of the primitive twins, which is the claim the fused kernels
+//! make: "I compute exactly this, in one dispatch".
+
+use cpu_matrix::Matrix;
+
+use crate::tape::{Mode, Product};
+use crate::{Activation, LayersError, Optimizer};
+
+/// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`.
+pub fn activate_value(z: f32, act: Option<Activation>) -> f32 {
+    match act {
+        None => z,
+        Some(Activation::Relu) => z.max(0.0),
+        Some(Activation::Tanh) => z.clamp(-15.0, 15.0).tanh(),
+    }
+}
+
+/// `act'` written with the activation's output `y`: `relu' = [y > 0]`, `tanh' = 1 - y^2`.
+pub fn activate_grad(y: f32, act: Option<Activation>) -> f32 {
+    match act {
+        None => 1.0,
+        Some(Activation::Relu) => {
+            if y > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        Some(Activation::Tanh) => 1.0 - y * y,
+    }
+}
+
+/// `bias_add.wgsl`: `y[r, c] += bias[c]`; y: `[rows, cols]`, bias: `[cols]`.
+pub fn bias_add(y: &mut [f32], cols: usize, bias: &[f32]) {
+    for row in y.chunks_exact_mut(cols) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+/// `activation_forward.wgsl`: `y = act(y)` in place.
+pub fn activation_forward(y: &mut [f32], act: Activation) {
+    y.iter_mut().for_each(|v| *v = activate_value(*v, Some(act)));
+}
+
+/// `activation_backward.wgsl`: `dy *= act'(y)` in place; dy, y: `[rows, cols]`.
+pub fn activation_backward(dy: &mut [f32], y: &[f32], act: Activation) {
+    for (d, &v) in dy.iter_mut().zip(y) {
+        *d *= activate_grad(v, Some(act));
+    }
+}
+
+/// `column_sum.wgsl`: `out[c] = sum_r x[r, c]`; x: `[rows, cols]`, out: `[cols]`.
+pub fn column_sum(x: &[f32], cols: usize, out: &mut [f32]) {
+    out.iter_mut().for_each(|v| *v = 0.0);
+    for row in x.chunks_exact(cols) {
+        for (o, v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+}
+
+/// What the loss kernels add to the counters, per call.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LossStats {
+    /// Sum of per-row losses, accumulated in f32 like the GPU's counter.
+    pub loss_sum: f32,
+    pub rows: u32,
+    pub correct: u32,
+    pub bad_labels: u32,
+}
+
+/// `softmax_ce.wgsl` / `softmax_row.wgsl`: numerically stable softmax cross-entropy.
+///
+/// logits: `[rows, classes]`, labels: `[rows]` -> out: `[rows, classes]`, which receives
+/// `dL/dlogits = (softmax - onehot) * inv_rows` in [`Mode::Train`] (the mean loss's gradient,
+/// `inv_rows = 1 / batch`), else the probabilities. A label `>= classes` gives a zero gradient
+/// row and is counted in `bad_labels` (the callers validate labels before they get here).
+pub fn softmax_cross_entropy(
+    logits: &[f32],
+    classes: usize,
+    labels: &[u32],
+    mode: Mode,
+    inv_rows: f32,
+    out: &mut [f32],
+) -> LossStats {
+    let mut stats = LossStats::default();
+    for (r, (z, o)) in logits.chunks_exact(classes).zip(out.chunks_exact_mut(classes)).enumerate() {
+        // First maximum, like the kernel's tie-break.
+        let mut arg = 0;
+        for (c, &v) in z.iter().enumerate() {
+            if v > z[arg] {
+                arg = c;
+            }
+        }
+        let m = z[arg];
+        let total: f32 = z.iter().map(|&v| (v - m).exp()).sum();
+        let label = if mode == Mode::Predict { 0 } else { labels[r] as usize };
+        let label_ok = label < classes;
+        for (c, (oc, &v)) in o.iter_mut().zip(z).enumerate() {
+            let prob = (v - m).exp() / total;
+            *oc = match mode {
+                Mode::Train if !label_ok => 0.0,
+                Mode::Train => (prob - if c == label { 1.0 } else { 0.0 }) * inv_rows,
+                Mode::Eval | Mode::Predict => prob,
+            };
+        }
+        if mode != Mode::Predict {
+            stats.rows += 1;
+            if label_ok {
+                stats.loss_sum += total.ln() + m - z[label];
+                stats.correct += (arg == label) as u32;
+            } else {
+                stats.bad_labels += 1;
+            }
+        }
+    }
+    stats
+}
+
+/// `sgd.wgsl`: `v = momentum * v + g; p -= lr * v`, elementwise.
+pub fn sgd(params: &mut [f32], grads: &[f32], velocity: &mut [f32], lr: f32, momentum: f32) {
+    for ((p, &g), v) in params.iter_mut().zip(grads).zip(velocity.iter_mut()) {
+        *v = momentum * *v + g;
+        *p -= lr * *v;
+    }
+}
+
+/// `adam.wgsl`: one Adam step at step number `t` (1 for the first), elementwise.
+/// moments: `[2 * len]`, first moments then second moments.
+#[allow(clippy::too_many_arguments)]
+pub fn adam(params: &mut [f32], grads: &[f32], moments: &mut [f32], t: u32, lr: f32, beta1: f32, beta2: f32, eps: f32) {
+    let len = params.len();
+    let (m, v) = moments.split_at_mut(len);
+    let tf = t.max(1) as f32;
+    let c1 = 1.0 - beta1.powf(tf);
+    let c2 = 1.0 - beta2.powf(tf);
+    for i in 0..len {
+        let g = grads[i];
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
+        params[i] -= lr * (m[i] / c1) / ((v[i] / c2).sqrt() + eps);
+    }
+}
+
+/// The optimizer step with state `[k * len]` (k from [`Optimizer::state_per_parameter`]).
+pub fn update(params: &mut [f32], grads: &[f32], state: &mut [f32], opt: Optimizer, step: u32) {
+    match opt {
+        Optimizer::Sgd { lr, momentum } => sgd(params, grads, state, lr, momentum),
+        Optimizer::Adam { lr, beta1, beta2, eps } => adam(params, grads, state, step, lr, beta1, beta2, eps),
+    }
+}
+
+/// `out = op(a) * op(b)` with cpu-matrix (stage 02). a, b: row-major with the given shapes.
+pub fn matmul(
+    a: &[f32],
+    a_shape: (usize, usize),
+    b: &[f32],
+    b_shape: (usize, usize),
+    product: Product,
+) -> Result<Vec<f32>, LayersError> {
+    let a = Matrix::new(a_shape.0, a_shape.1, a.to_vec())?;
+    let b = Matrix::new(b_shape.0, b_shape.1, b.to_vec())?;
+    let out = match product {
+        Product::AB => cpu_matrix::matmul(&a, &b)?,
+        Product::AtB => cpu_matrix::matmul_at_b(&a, &b)?,
+        Product::ABt => cpu_matrix::matmul_a_bt(&a, &b)?,
+    };
+    Ok(out.data)
+}
+
+/// `linear_forward.wgsl`: `y = act(x W + b)`; x: `[rows, inputs]`, params: `[(inputs + 1), outputs]`
+/// (W, then b as the last row) -> y: `[rows, outputs]`. Matmul, bias add, activation.
+pub fn linear_forward(
+    x: &[f32],
+    rows: usize,
+    inputs: usize,
+    params: &[f32],
+    outputs: usize,
+    act: Option<Activation>,
+) -> Result<Vec<f32>, LayersError> {
+    let (w, b) = params.split_at(inputs * outputs);
+    let mut y = matmul(x, (rows, inputs), w, (inputs, outputs), Product::AB)?;
+    bias_add(&mut y, outputs, b);
+    if let Some(act) = act {
+        activation_forward(&mut y, act);
+    }
+    Ok(y)
+}
+
+/// `linear_backward_input.wgsl`: `dx = (dy W^T) * act'(h)`; dy: `[rows, outputs]`,
+/// h: `[rows, inputs]` -> dx: `[rows, inputs]`. Matmul A*B^T, then the activation backward.
+pub fn linear_backward_input(
+    dy: &[f32],
+    rows: usize,
+    outputs: usize,
+    params: &[f32],
+    inputs: usize,
+    h: &[f32],
+    act: Activation,
+) -> Result<Vec<f32>, LayersError> {
+    let w = &params[..inputs * outputs];
+    let mut dx = matmul(dy, (rows, outputs), w, (inputs, outputs), Product::ABt)?;
+    activation_backward(&mut dx, h, act);
+    Ok(dx)
+}
+
+/// The gradient half of `linear_update.wgsl`: `[x | 1]^T dy`; x: `[rows, inputs]`,
+/// dy: `[rows, outputs]` -> `[(inputs + 1), outputs]` (dW = x^T dy, then db = column sums).
+pub fn linear_grads(x: &[f32], rows: usize, inputs: usize, dy: &[f32], outputs: usize) -> Result<Vec<f32>, LayersError> {
+    let mut g = matmul(x, (rows, inputs), dy, (rows, outputs), Product::AtB)?;
+    let mut db = vec![0.0; outputs];
+    column_sum(dy, outputs, &mut db);
+    g.extend_from_slice(&db);
+    Ok(g)
+}
+
+/// `output_layer.wgsl`: logits `= h W + b`, softmax cross-entropy into `out`, and in training
+/// `dh = (dL/dz W^T) * act'(h)` when `dh_act` is given. h: `[rows, inputs]`, params:
+/// `[(inputs + 1), classes]`, labels: `[rows]` -> out: `[rows, classes]`, dh: `[rows, inputs]`.
+#[allow(clippy::too_many_arguments)]
+pub fn output_layer(
+    h: &[f32],
+    rows: usize,
+    inputs: usize,
+    params: &[f32],
+    classes: usize,
+    labels: &[u32],
+    mode: Mode,
+    inv_rows: f32,
+    out: &mut [f32],
+    dh: Option<(&mut [f32], Activation)>,
+) -> Result<LossStats, LayersError> {
+    let logits = linear_forward(h, rows, inputs, params, classes, None)?;
+    let stats = softmax_cross_entropy(&logits, classes, labels, mode, inv_rows, out);
+    if let (Mode::Train, Some((dh, act))) = (mode, dh) {
+        let g = linear_backward_input(out, rows, classes, params, inputs, h, act)?;
+        dh.copy_from_slice(&g);
+    }
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_ce_by_hand() {
+        // Two classes, logits (0, ln 3): p = (1/4, 3/4); label 1: loss = -ln(3/4).
+        let logits = [0.0, 3f32.ln()];
+        let mut out = [0.0; 2];
+        let s = softmax_cross_entropy(&logits, 2, &[1], Mode::Train, 1.0, &mut out);
+        assert!((s.loss_sum - (4.0f32 / 3.0).ln()).abs() < 1e-6, "{s:?}");
+        assert!((out[0] - 0.25).abs() < 1e-6 && (out[1] + 0.25).abs() < 1e-6, "{out:?}");
+        assert_eq!((s.rows, s.correct, s.bad_labels), (1, 1, 0));
+    }
+
+    #[test]
+    fn softmax_ce_huge_logits_stay_finite() {
+        let logits = [1e4, -1e4, 0.0, -1e4, 1e4, 0.0];
+        let mut out = [0.0; 6];
+        let s = softmax_cross_entropy(&logits, 3, &[1, 1], Mode::Train, 0.5, &mut out);
+        assert!(s.loss_sum.is_finite() && (s.loss_sum - 2e4).abs() < 1.0, "{s:?}");
+        assert!(out.iter().all(|v| v.is_finite()), "{out:?}");
+    }
+
+    #[test]
+    fn column_sum_and_bias_add() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let mut out = [9.0; 3];
+        column_sum(&x, 3, &mut out);
+        assert_eq!(out, [5.0, 7.0, 9.0]);
+        let mut y = x;
+        bias_add(&mut y, 3, &[1.0, 0.0, -1.0]);
+        assert_eq!(y, [2.0, 2.0, 2.0, 5.0, 5.0, 5.0]);
+    }
+
+    #[test]
+    fn sgd_momentum_by_hand() {
+        let (mut p, mut v) = ([1.0f32], [0.5f32]);
+        sgd(&mut p, &[2.0], &mut v, 0.1, 0.9);
+        assert!((v[0] - 2.45).abs() < 1e-6 && (p[0] - 0.755).abs() < 1e-6, "{p:?} {v:?}");
+    }
+
+    #[test]
+    fn adam_first_step_moves_by_lr() {
+        // At t = 1 the bias-corrected m / sqrt(v) is sign(g): every parameter moves by ~lr.
+        let mut p = [1.0f32, -2.0];
+        let mut st = [0.0f32; 4];
+        adam(&mut p, &[0.3, -7.0], &mut st, 1, 0.01, 0.9, 0.999, 1e-8);
+        assert!((p[0] - 0.99).abs() < 1e-5 && (p[1] + 1.99).abs() < 1e-5, "{p:?}");
+    }
+}

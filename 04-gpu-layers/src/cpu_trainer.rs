@@ -1,0 +1,267 @@
+//! The CPU trainer: runs a network's tapes op by op with the twins in `cpu.rs`. It is the
+//! reference the GPU trainer is checked against, and a usable trainer on its own.
+//!
+//! Like the GPU side it allocates every tensor once, at the largest batch, and a smaller batch
+//! only uses the first rows.
+
+use cpu_matrix::Matrix;
+
+use crate::network::{COUNTER_LOSS, COUNTER_ROWS, COUNTER_CORRECT, COUNTER_BAD_LABELS, COUNTER_STEP, join_parameters, split_parameters};
+use crate::tape::{Elem, Mode, Op, TensorId, View};
+use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer, cpu};
+
+/// Trains a [`NetworkSpec`] on the CPU. Batches come in as `&Matrix` and label slices.
+pub struct CpuTrainer {
+    net: Network,
+    max_batch: usize,
+    batch: usize,
+    /// f32 tensors by id (empty for u32 tensors).
+    f32s: Vec<Vec<f32>>,
+    /// u32 tensors by id (empty for f32 tensors).
+    u32s: Vec<Vec<u32>>,
+}
+
+impl CpuTrainer {
+    /// A trainer for batches of up to `max_batch` rows, parameters from `spec.init_parameters(seed)`.
+    pub fn new(spec: &NetworkSpec, optimizer: Optimizer, max_batch: usize, seed: u64) -> Result<Self, LayersError> {
+        Self::with_fusion(spec, optimizer, max_batch, seed, Fusion::Composed)
+    }
+
+    /// Like [`CpuTrainer::new`], running the `fusion` tapes (both compute the same math).
+    pub fn with_fusion(
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+        fusion: Fusion,
+    ) -> Result<Self, LayersError> {
+        if max_batch == 0 {
+            return Err(LayersError::Batch { batch: 0, max_batch });
+        }
+        let net = Network::new(spec, optimizer, fusion)?;
+        let mut f32s = Vec::new();
+        let mut u32s = Vec::new();
+        for t in &net.tensors {
+            let n = t.capacity(max_batch);
+            let (f, u) = if t.elem == Elem::F32 { (n, 0) } else { (0, n) };
+            f32s.push(vec![0.0; f]);
+            u32s.push(vec![0; u]);
+        }
+        let mut trainer = Self { net, max_batch, batch: max_batch, f32s, u32s };
+        trainer.load_parameters(&spec.init_parameters(seed))?;
+        Ok(trainer)
+    }
+
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// One training step on `x: [rows, input]` with `labels: [rows]` (forward, loss, backward,
+    /// optimizer). Loss and accuracy accumulate until [`CpuTrainer::take_metrics`].
+    pub fn train_step<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
+        self.load_batch(x, labels)?;
+        self.run_tape(Mode::Train)
+    }
+
+    /// Forward and loss only on `x: [rows, input]`, `labels: [rows]`; adds to the metrics.
+    pub fn eval_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
+        self.load_batch(x, labels)?;
+        self.run_tape(Mode::Eval)
+    }
+
+    /// Softmax probabilities `[rows, classes]` for `x: [rows, input]` (any number of rows).
+    pub fn predict_probs(&mut self, x: &Matrix) -> Result<Matrix, LayersError> {
+        let classes = self.net.spec.output;
+        if x.cols != self.net.spec.input {
+            return Err(LayersError::Shape {
+                what: "input".into(),
+                expected: format!("[rows, {}]", self.net.spec.input),
+                got: format!("[{}, {}]", x.rows, x.cols),
+            });
+        }
+        let mut probs = Vec::with_capacity(x.rows * classes);
+        for chunk in x.data.chunks(self.max_batch * x.cols) {
+            let rows = chunk.len() / x.cols;
+            self.batch = rows;
+            self.f32s[self.net.input.0][..chunk.len()].copy_from_slice(chunk);
+            self.run_tape(Mode::Predict)?;
+            probs.extend_from_slice(&self.f32s[self.net.out.0][..rows * classes]);
+        }
+        Ok(Matrix::new(x.rows, classes, probs)?)
+    }
+
+    /// Loss and accuracy since the last call; resets them. Errors on a non-finite loss.
+    pub fn take_metrics(&mut self) -> Result<Metrics, LayersError> {
+        let c = &mut self.u32s[self.net.counters.0];
+        let snapshot = c.clone();
+        for i in [COUNTER_LOSS, COUNTER_ROWS, COUNTER_CORRECT, COUNTER_BAD_LABELS] {
+            c[i] = 0;
+        }
+        self.net.metrics_from_counters(&snapshot)
+    }
+
+    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`.
+    pub fn parameters(&self) -> Vec<Matrix> {
+        let flat: Vec<Vec<f32>> = self.net.layers.iter().map(|l| self.f32s[l.params.0].clone()).collect();
+        split_parameters(&self.net.spec, &flat)
+    }
+
+    /// The gradients of the last training step, shaped like [`CpuTrainer::parameters`].
+    pub fn gradients(&self) -> Vec<Matrix> {
+        let flat: Vec<Vec<f32>> = self.net.layers.iter().map(|l| self.f32s[l.grads.0].clone()).collect();
+        split_parameters(&self.net.spec, &flat)
+    }
+
+    /// Replaces the parameters (shapes checked) and resets the optimizer state and step count.
+    pub fn load_parameters(&mut self, params: &[Matrix]) -> Result<(), LayersError> {
+        let flat = join_parameters(&self.net.spec, params)?;
+        for (layer, p) in self.net.layers.clone().iter().zip(flat) {
+            self.f32s[layer.params.0].copy_from_slice(&p);
+            self.f32s[layer.state.0].iter_mut().for_each(|v| *v = 0.0);
+        }
+        self.u32s[self.net.counters.0][COUNTER_STEP] = 0;
+        Ok(())
+    }
+
+    fn load_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
+        let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
+        self.net.check_batch(x.rows, x.cols, &labels, self.max_batch)?;
+        self.batch = x.rows;
+        self.f32s[self.net.input.0][..x.data.len()].copy_from_slice(&x.data);
+        self.u32s[self.net.labels.0][..labels.len()].copy_from_slice(&labels);
+        Ok(())
+    }
+
+    fn run_tape(&mut self, mode: Mode) -> Result<(), LayersError> {
+        let ops = match mode {
+            Mode::Train => std::mem::take(&mut self.net.train),
+            Mode::Eval => std::mem::take(&mut self.net.eval),
+            Mode::Predict => std::mem::take(&mut self.net.predict),
+        };
+        let result = ops.iter().try_for_each(|op| self.run(op));
+        match mode {
+            Mode::Train => self.net.train = ops,
+            Mode::Eval => self.net.eval = ops,
+            Mode::Predict => self.net.predict = ops,
+        }
+        result
+    }
+
+    /// The live part of a view: `rows.at(batch) x cols` values.
+    fn len(&self, v: View) -> usize {
+        v.rows.at(self.batch) * v.cols
+    }
+
+    fn get(&self, v: View) -> &[f32] {
+        &self.f32s[v.tensor.0][..self.len(v)]
+    }
+
+    /// Runs `f` on a tensor taken out of the store (so the others stay readable), then puts it back.
+    fn with_mut<T>(&mut self, t: TensorId, f: impl FnOnce(&Self, &mut Vec<f32>) -> T) -> T {
+        let mut data = std::mem::take(&mut self.f32s[t.0]);
+        let out = f(self, &mut data);
+        self.f32s[t.0] = data;
+        out
+    }
+
+    /// Adds one loss op's statistics to the counters, as the loss kernels do with atomics.
+    fn count(&mut self, stats: cpu::LossStats, mode: Mode) {
+        let c = &mut self.u32s[self.net.counters.0];
+        c[COUNTER_LOSS] = (f32::from_bits(c[COUNTER_LOSS]) + stats.loss_sum).to_bits();
+        c[COUNTER_ROWS] += stats.rows;
+        c[COUNTER_CORRECT] += stats.correct;
+        c[COUNTER_BAD_LABELS] += stats.bad_labels;
+        if mode == Mode::Train {
+            c[COUNTER_STEP] += 1;
+        }
+    }
+
+    fn run(&mut self, op: &Op) -> Result<(), LayersError> {
+        let b = self.batch;
+        let inv_rows = 1.0 / b as f32;
+        match *op {
+            Op::Matmul { a, b: bv, out, product } => {
+                let r = cpu::matmul(self.get(a), (a.rows.at(b), a.cols), self.get(bv), (bv.rows.at(b), bv.cols), product)?;
+                self.f32s[out.tensor.0][..r.len()].copy_from_slice(&r);
+            }
+            Op::BiasAdd { y, bias, offset } => {
+                let n = self.len(y);
+                self.with_mut(y.tensor, |s, yv| cpu::bias_add(&mut yv[..n], y.cols, &s.f32s[bias.0][offset..offset + y.cols]));
+            }
+            Op::Activate { y, act } => {
+                let n = self.len(y);
+                cpu::activation_forward(&mut self.f32s[y.tensor.0][..n], act);
+            }
+            Op::ActivateBackward { dy, y, act } => {
+                let n = self.len(dy);
+                self.with_mut(dy.tensor, |s, d| cpu::activation_backward(&mut d[..n], s.get(y), act));
+            }
+            Op::SoftmaxCrossEntropy { logits, labels, out, mode, .. } => {
+                let n = self.len(out);
+                let labels = self.u32s[labels.0][..b].to_vec();
+                let stats = self.with_mut(out.tensor, |s, o| {
+                    cpu::softmax_cross_entropy(s.get(logits), logits.cols, &labels, mode, inv_rows, &mut o[..n])
+                });
+                self.count(stats, mode);
+            }
+            Op::ColumnSum { x, out, offset } => {
+                self.with_mut(out, |s, o| cpu::column_sum(s.get(x), x.cols, &mut o[offset..offset + x.cols]));
+            }
+            Op::Update { params, grads, state, counters, len, opt } => {
+                let step = self.u32s[counters.0][COUNTER_STEP];
+                let g = self.f32s[grads.0][..len].to_vec();
+                let mut st = std::mem::take(&mut self.f32s[state.0]);
+                cpu::update(&mut self.f32s[params.0][..len], &g, &mut st, opt, step);
+                self.f32s[state.0] = st;
+            }
+            Op::LinearForward { x, params, y, act } => {
+                let r = cpu::linear_forward(self.get(x), b, x.cols, &self.f32s[params.0], y.cols, act)?;
+                self.f32s[y.tensor.0][..r.len()].copy_from_slice(&r);
+            }
+            Op::OutputLayer { h, params, labels, out, dh, mode, .. } => {
+                let labels = self.u32s[labels.0][..b].to_vec();
+                let n_out = self.len(out);
+                let mut o = std::mem::take(&mut self.f32s[out.tensor.0]);
+                let mut d = dh.map(|(v, _)| std::mem::take(&mut self.f32s[v.tensor.0]));
+                let dh_arg = match (dh, d.as_mut()) {
+                    (Some((v, act)), Some(d)) => Some((&mut d[..self.len(v)], act)),
+                    _ => None,
+                };
+                let stats = cpu::output_layer(
+                    self.get(h),
+                    b,
+                    h.cols,
+                    &self.f32s[params.0],
+                    out.cols,
+                    &labels,
+                    mode,
+                    inv_rows,
+                    &mut o[..n_out],
+                    dh_arg,
+                );
+                self.f32s[out.tensor.0] = o;
+                if let (Some((v, _)), Some(d)) = (dh, d) {
+                    self.f32s[v.tensor.0] = d;
+                }
+                self.count(stats?, mode);
+            }
+            Op::LinearBackwardInput { dy, params, h, act, dx } => {
+                let r = cpu::linear_backward_input(self.get(dy), b, dy.cols, &self.f32s[params.0], dx.cols, self.get(h), act)?;
+                self.f32s[dx.tensor.0][..r.len()].copy_from_slice(&r);
+            }
+            Op::LinearUpdate { x, dy, params, grads, state, counters, opt } => {
+                let g = cpu::linear_grads(self.get(x), b, x.cols, self.get(dy), dy.cols)?;
+                self.f32s[grads.0].copy_from_slice(&g);
+                let step = self.u32s[counters.0][COUNTER_STEP];
+                let mut st = std::mem::take(&mut self.f32s[state.0]);
+                cpu::update(&mut self.f32s[params.0], &g, &mut st, opt, step);
+                self.f32s[state.0] = st;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,392 @@
+//! The GPU trainer: allocates a network's tensors once (through the [`BufferManager`]), turns
+//! each op of its tapes into a prepared dispatch once, and from then on only records.
+//!
+//! A training step is the list of prepared dispatches of the train tape, recorded into the
+//! caller's compute pass: no buffer, bind group or pipeline is made, nothing is read back, and
+//! the CPU does no arithmetic. The batch size lives in one uniform buffer that every kernel
+//! reads, so a smaller last batch is one 16-byte write, not a reallocation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{GpuContext, GpuError};
+use cpu_matrix::Matrix;
+use gpu_matmul::{GpuMatrix, MatmulCall, Transpose};
+
+use crate::buffers::{Allocations, BufferManager};
+use crate::kernels::{BatchUniform, KernelId, Kernels, OptUniform, Params4};
+use crate::network::{COUNTER_STEP, COUNTERS, join_parameters, split_parameters};
+use crate::tape::{Dim, Op, Product, View};
+use crate::{Activation, Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
+
+/// One prepared op: everything a recording needs, made once.
+enum Step {
+    Kernel { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, groups: (u32, u32, u32) },
+    /// Stage 03's matmul; `dims` are its `(m, k, n)`, some of which follow the batch.
+    Matmul { call: MatmulCall, dims: (Dim, Dim, Dim) },
+}
+
+impl Step {
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        match self {
+            Step::Kernel { pipeline, bind_group, groups } => {
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+            }
+            Step::Matmul { call, .. } => call.record(pass),
+        }
+    }
+}
+
+/// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
+pub struct GpuTrainer {
+    net: Network,
+    max_batch: usize,
+    batch: AtomicUsize,
+    manager: BufferManager,
+    /// One buffer per tensor of `net.tensors`.
+    buffers: Vec<wgpu::Buffer>,
+    batch_uniform: wgpu::Buffer,
+    train: Vec<Step>,
+    eval: Vec<Step>,
+    predict: Vec<Step>,
+}
+
+impl GpuTrainer {
+    /// A trainer with the fused kernels, for batches of up to `max_batch` rows, parameters from
+    /// `spec.init_parameters(seed)`. Compiles the kernels it needs.
+    pub fn new(
+        ctx: &GpuContext,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+    ) -> Result<Self, LayersError> {
+        Self::with_options(ctx, &Kernels::new(), spec, optimizer, max_batch, seed, Fusion::Fused)
+    }
+
+    /// Like [`GpuTrainer::new`], sharing compiled `kernels` and choosing the tapes' [`Fusion`].
+    pub fn with_options(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+        fusion: Fusion,
+    ) -> Result<Self, LayersError> {
+        if max_batch == 0 {
+            return Err(LayersError::Batch { batch: 0, max_batch });
+        }
+        let net = Network::new(spec, optimizer, fusion)?;
+        let manager = BufferManager::new();
+        let mut buffers = Vec::with_capacity(net.tensors.len());
+        for t in &net.tensors {
+            buffers.push(manager.storage(ctx, &t.name, 4 * t.capacity(max_batch) as u64)?);
+        }
+        let batch_uniform = manager.uniform(ctx, "batch", &BatchUniform::new(max_batch));
+        // The fused output layer of a network without hidden layers has no `dh` to write; it is
+        // bound to this placeholder.
+        let placeholder = manager.storage(ctx, "unused dh", 16)?;
+        let mut trainer = Self {
+            net,
+            max_batch,
+            batch: AtomicUsize::new(max_batch),
+            manager,
+            buffers,
+            batch_uniform,
+            train: Vec::new(),
+            eval: Vec::new(),
+            predict: Vec::new(),
+        };
+        let prep = |t: &Self, ops: &[Op]| -> Result<Vec<Step>, LayersError> {
+            ops.iter().map(|op| t.prepare(ctx, kernels, op, &placeholder)).collect()
+        };
+        trainer.train = prep(&trainer, &trainer.net.train)?;
+        trainer.eval = prep(&trainer, &trainer.net.eval)?;
+        trainer.predict = prep(&trainer, &trainer.net.predict)?;
+        trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
+        Ok(trainer)
+    }
+
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+
+    /// `[max_batch, input]` f32, row-major: write a batch here (e.g. with a gather kernel), then
+    /// [`GpuTrainer::set_batch`] and record a step.
+    pub fn input(&self) -> &wgpu::Buffer {
+        &self.buffers[self.net.input.0]
+    }
+
+    /// `[max_batch]` u32: the labels of the batch in [`GpuTrainer::input`].
+    pub fn labels(&self) -> &wgpu::Buffer {
+        &self.buffers[self.net.labels.0]
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The batch size the next submission runs with.
+    pub fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Dispatches one recorded training step makes.
+    pub fn dispatches_per_step(&self) -> usize {
+        self.train.len()
+    }
+
+    /// Buffers, bind groups and bytes this trainer has allocated (all of it at construction).
+    pub fn allocations(&self) -> Allocations {
+        self.manager.allocations()
+    }
+
+    /// Sets the live batch size (1 to `max_batch`) for the NEXT SUBMISSION: it writes the batch
+    /// uniform through the queue, so it applies to every step of that submission. A smaller
+    /// last batch therefore goes in a submission of its own.
+    pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
+        if batch == 0 || batch > self.max_batch {
+            return Err(LayersError::Batch { batch, max_batch: self.max_batch });
+        }
+        ctx.queue.write_buffer(&self.batch_uniform, 0, bytemuck::bytes_of(&BatchUniform::new(batch)));
+        for step in self.train.iter().chain(&self.eval).chain(&self.predict) {
+            if let Step::Matmul { call, dims } = step {
+                call.set_dims(ctx, dims.0.at(batch), dims.1.at(batch), dims.2.at(batch))?;
+            }
+        }
+        self.batch.store(batch, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Uploads `x: [rows, input]` and `labels: [rows]` (checked: widths, counts, label range)
+    /// and sets the batch to `rows`. For data already on the GPU, write into
+    /// [`GpuTrainer::input`] / [`GpuTrainer::labels`] instead.
+    pub fn write_batch<L: Copy + Into<u32>>(&self, ctx: &GpuContext, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
+        let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
+        self.net.check_batch(x.rows, x.cols, &labels, self.max_batch)?;
+        ctx.queue.write_buffer(self.input(), 0, bytemuck::cast_slice(&x.data));
+        ctx.queue.write_buffer(self.labels(), 0, bytemuck::cast_slice(&labels));
+        self.set_batch(ctx, x.rows)
+    }
+
+    /// Records one training step (forward, loss, backward, optimizer) into `pass`. The loss sum
+    /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
+    pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.train.iter().for_each(|s| s.record(pass));
+    }
+
+    /// Records forward + loss only (no gradients, no update); adds to the same metrics.
+    pub fn record_eval(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.eval.iter().for_each(|s| s.record(pass));
+    }
+
+    /// Convenience: `steps` training steps on the batch already in place, one command buffer,
+    /// one compute pass, one submit. Does not wait for the GPU.
+    pub fn train_steps(&self, ctx: &GpuContext, steps: usize) -> Result<(), LayersError> {
+        self.submit(ctx, "train steps", |pass| (0..steps).for_each(|_| self.record_step(pass)))
+    }
+
+    /// Convenience: one evaluation of the batch in place, submitted. Does not wait.
+    pub fn eval(&self, ctx: &GpuContext) -> Result<(), LayersError> {
+        self.submit(ctx, "eval", |pass| self.record_eval(pass))
+    }
+
+    fn submit(&self, ctx: &GpuContext, label: &str, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> Result<(), LayersError> {
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+            record(&mut pass);
+        }
+        ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
+        Ok(())
+    }
+
+    /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
+    /// GPU. Errors if the loss is NaN or infinite, or if labels out of range were met.
+    pub fn take_metrics(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
+        let counters = &self.buffers[self.net.counters.0];
+        let c: Vec<u32> = ctx.read(counters, COUNTERS)?;
+        // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
+        ctx.queue.write_buffer(counters, 0, bytemuck::cast_slice(&[0u32; COUNTER_STEP]));
+        self.net.metrics_from_counters(&c)
+    }
+
+    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU.
+    pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
+        self.read_layers(ctx, |l| l.params)
+    }
+
+    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`].
+    pub fn gradients(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
+        self.read_layers(ctx, |l| l.grads)
+    }
+
+    fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> crate::TensorId) -> Result<Vec<Matrix>, LayersError> {
+        let mut flat = Vec::new();
+        for l in &self.net.layers {
+            flat.push(ctx.read::<f32>(&self.buffers[which(l).0], (l.inputs + 1) * l.outputs)?);
+        }
+        Ok(split_parameters(&self.net.spec, &flat))
+    }
+
+    /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
+    /// and step count. Takes effect at the next submit.
+    pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
+        let flat = join_parameters(&self.net.spec, params)?;
+        for (layer, p) in self.net.layers.iter().zip(&flat) {
+            ctx.queue.write_buffer(&self.buffers[layer.params.0], 0, bytemuck::cast_slice(p));
+            let state = &self.buffers[layer.state.0];
+            ctx.queue.write_buffer(state, 0, &vec![0u8; state.size() as usize]);
+        }
+        let counters = &self.buffers[self.net.counters.0];
+        ctx.queue.write_buffer(counters, 4 * COUNTER_STEP as u64, bytemuck::bytes_of(&0u32));
+        Ok(())
+    }
+
+    /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run
+    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
+    pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
+        let spec = &self.net.spec;
+        if x.cols != spec.input || x.rows == 0 {
+            return Err(LayersError::Shape {
+                what: "input".into(),
+                expected: format!("[rows >= 1, {}]", spec.input),
+                got: format!("[{}, {}]", x.rows, x.cols),
+            });
+        }
+        let previous = self.batch();
+        let mut probs = Vec::with_capacity(x.rows * spec.output);
+        for chunk in x.data.chunks(self.max_batch * x.cols) {
+            let rows = chunk.len() / x.cols;
+            ctx.queue.write_buffer(self.input(), 0, bytemuck::cast_slice(chunk));
+            self.set_batch(ctx, rows)?;
+            self.submit(ctx, "predict", |pass| self.predict.iter().for_each(|s| s.record(pass)))?;
+            probs.extend(ctx.read::<f32>(&self.buffers[self.net.out.0], rows * spec.output)?);
+        }
+        self.set_batch(ctx, previous)?;
+        Ok(Matrix::new(x.rows, spec.output, probs)?)
+    }
+
+    /// Builds the dispatch for one op: uniforms, bind group, workgroup counts.
+    fn prepare(&self, ctx: &GpuContext, kernels: &Kernels, op: &Op, placeholder: &wgpu::Buffer) -> Result<Step, LayersError> {
+        let m = &self.manager;
+        let buf = |v: crate::TensorId| &self.buffers[v.0];
+        let rows = |v: &View| v.rows.at(self.max_batch);
+        let batch = &self.batch_uniform;
+        let name = op.kernel_name();
+        let kernel = |id: KernelId, uniform: &wgpu::Buffer, bound: &[&wgpu::Buffer], groups: (u32, u32, u32)| {
+            let pipeline = kernels.pipeline(ctx, id)?;
+            let mut all = bound.to_vec();
+            all.push(uniform);
+            let bind_group = m.bind_group(ctx, name, &pipeline, &all)?;
+            Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups })
+        };
+        let p4 = |a: usize, b: usize, c: u32, d: u32| m.uniform(ctx, name, &Params4([a as u32, b as u32, c, d]));
+        let elementwise = |len: usize| ctx.workgroups_1d(len as u64, 256);
+        let per_row = |rows: usize| ctx.workgroups_1d(rows as u64, 1);
+        let act = |a: Activation| Activation::code(Some(a));
+        match *op {
+            Op::Matmul { a, b, out, product } => {
+                let gm = |v: &View| GpuMatrix { buffer: buf(v.tensor).clone(), rows: rows(v), cols: v.cols };
+                let (t, dims) = match product {
+                    Product::AB => (Transpose::None, (a.rows, Dim::Fixed(a.cols), Dim::Fixed(b.cols))),
+                    Product::AtB => (Transpose::A, (Dim::Fixed(a.cols), a.rows, Dim::Fixed(b.cols))),
+                    Product::ABt => (Transpose::B, (a.rows, Dim::Fixed(a.cols), b.rows)),
+                };
+                let call = kernels.matmul(ctx)?.prepare(ctx, &gm(&a), &gm(&b), &gm(&out), t)?;
+                // prepare made a shape uniform (32 bytes) and a bind group.
+                m.note_external(1, 1, 32);
+                Ok(Step::Matmul { call, dims })
+            }
+            Op::BiasAdd { y, bias, offset } => {
+                kernel(KernelId::BiasAdd, &p4(y.cols, offset, 0, 0), &[buf(y.tensor), buf(bias), batch], elementwise(rows(&y) * y.cols)?)
+            }
+            Op::Activate { y, act: a } => {
+                kernel(KernelId::ActivationForward, &p4(y.cols, 0, act(a), 0), &[buf(y.tensor), batch], elementwise(rows(&y) * y.cols)?)
+            }
+            Op::ActivateBackward { dy, y, act: a } => kernel(
+                KernelId::ActivationBackward,
+                &p4(dy.cols, 0, act(a), 0),
+                &[buf(dy.tensor), buf(y.tensor), batch],
+                elementwise(rows(&dy) * dy.cols)?,
+            ),
+            Op::SoftmaxCrossEntropy { logits, labels, out, counters, mode } => kernel(
+                KernelId::SoftmaxCe,
+                &p4(logits.cols, mode as usize, 0, 0),
+                &[buf(logits.tensor), buf(labels), buf(out.tensor), buf(counters), batch],
+                per_row(rows(&logits))?,
+            ),
+            Op::ColumnSum { x, out, offset } => {
+                let groups = x.cols.div_ceil(32);
+                check_groups(ctx, name, groups)?;
+                kernel(KernelId::ColumnSum, &p4(x.cols, offset, 0, 0), &[buf(x.tensor), buf(out), batch], (groups as u32, 1, 1))
+            }
+            Op::Update { params, grads, state, counters, len, opt } => {
+                let uniform = m.uniform(ctx, name, &OptUniform::new(opt, len, 0, 0));
+                match opt {
+                    Optimizer::Sgd { .. } => {
+                        kernel(KernelId::Sgd, &uniform, &[buf(params), buf(grads), buf(state)], elementwise(len)?)
+                    }
+                    Optimizer::Adam { .. } => {
+                        kernel(KernelId::Adam, &uniform, &[buf(params), buf(grads), buf(state), buf(counters)], elementwise(len)?)
+                    }
+                }
+            }
+            Op::LinearForward { x, params, y, act: a } => {
+                let (gx, gy) = (y.cols.div_ceil(32), rows(&x).div_ceil(4));
+                check_groups(ctx, name, gx.max(gy))?;
+                kernel(
+                    KernelId::LinearForward,
+                    &p4(x.cols, y.cols, Activation::code(a), 0),
+                    &[buf(x.tensor), buf(params), buf(y.tensor), batch],
+                    (gx as u32, gy as u32, 1),
+                )
+            }
+            Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
+                let (dh_buf, dh_act) = match dh {
+                    Some((v, a)) => (buf(v.tensor), act(a)),
+                    None => (placeholder, 0),
+                };
+                kernel(
+                    KernelId::OutputLayer,
+                    &p4(h.cols, out.cols, mode as u32, dh_act),
+                    &[buf(h.tensor), buf(params), buf(labels), buf(out.tensor), dh_buf, buf(counters), batch],
+                    per_row(rows(&h))?,
+                )
+            }
+            Op::LinearBackwardInput { dy, params, h, act: a, dx } => kernel(
+                KernelId::LinearBackwardInput,
+                &p4(dx.cols, dy.cols, act(a), 0),
+                &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
+                elementwise(rows(&dx) * dx.cols)?,
+            ),
+            Op::LinearUpdate { x, dy, params, grads, state, counters, opt } => {
+                let count = (x.cols + 1) * dy.cols;
+                let uniform = m.uniform(ctx, name, &OptUniform::new(opt, count, x.cols, dy.cols));
+                kernel(
+                    KernelId::LinearUpdate,
+                    &uniform,
+                    &[buf(x.tensor), buf(dy.tensor), buf(params), buf(grads), buf(state), buf(counters), batch],
+                    elementwise(count)?,
+                )
+            }
+        }
+    }
+}
+
+/// Errors if a dispatch needs more workgroups in one dimension than the device allows.
+fn check_groups(ctx: &GpuContext, what: &str, groups: usize) -> Result<(), GpuError> {
+    let max = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    if groups > max {
+        return Err(GpuError::TooLarge {
+            what: format!("{what}: {groups} workgroups in one dimension (use a smaller batch or layer)"),
+            bytes: groups as u64,
+            limit: max as u64,
+            limit_name: "max_compute_workgroups_per_dimension",
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! The small set of tensor operations both devices implement, and the "tape": one training step
+//! (or evaluation, or prediction) written as a list of them.
+//!
+//! The layers in `network.rs` never touch a device. They emit [`Op`]s that name tensors by
+//! [`TensorId`]; the CPU trainer runs each op with the twins in `cpu.rs`, and the GPU trainer
+//! turns each op into a prepared dispatch once (pipeline + bind group + workgroup counts) and
+//! replays that list every step. So the math of a layer is written once, and the CPU path is
+//! the reference for the GPU path op by op.
+
+use crate::{Activation, Optimizer};
+
+/// A tensor of a network: an index into [`crate::Network::tensors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TensorId(pub usize);
+
+/// A dimension that is either the live batch size or fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dim {
+    Batch,
+    Fixed(usize),
+}
+
+impl Dim {
+    /// The size for a given batch.
+    pub fn at(self, batch: usize) -> usize {
+        match self {
+            Dim::Batch => batch,
+            Dim::Fixed(n) => n,
+        }
+    }
+}
+
+/// Element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    F32,
+    U32,
+}
+
+/// One tensor: allocated once at `rows.at(max_batch) x cols` and reused by every step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub rows: Dim,
+    pub cols: usize,
+    pub elem: Elem,
+}
+
+impl TensorInfo {
+    /// Elements held at the largest batch.
+    pub fn capacity(&self, max_batch: usize) -> usize {
+        self.rows.at(max_batch) * self.cols
+    }
+}
+
+/// A matrix inside a tensor: its first `rows x cols` values, row-major. (A layer's weight `W` is
+/// the first `in x out` values of its parameter tensor `[(in + 1), out]`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    pub tensor: TensorId,
+    pub rows: Dim,
+    pub cols: usize,
+}
+
+/// Which product a [`Op::Matmul`] computes (stage 03's `Transpose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    /// `a [m, k] * b [k, n]`.
+    AB,
+    /// `a^T * b`: a `[k, m]`, b `[k, n]` (weight gradients `x^T dy`).
+    AtB,
+    /// `a * b^T`: a `[m, k]`, b `[n, k]` (input gradients `dy W^T`).
+    ABt,
+}
+
+/// What the loss op does with its row: see `shaders/softmax_row.wgsl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Write dL/dlogits, add loss/correct/rows to the counters, count the step.
+    Train = 0,
+    /// Write probabilities, add loss/correct/rows.
+    Eval = 1,
+    /// Write probabilities only; labels are not read.
+    Predict = 2,
+}
+
+/// The tensor operations. Each has a WGSL kernel in `shaders/` and a CPU twin in `cpu.rs`
+/// (`Matmul` is stage 03's kernel on the GPU and stage 02's on the CPU). Shapes use `B` for the
+/// live batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    // ---- primitives: the "composed" tapes use these -------------------------------------
+    /// `out = op(a) * op(b)` (see [`Product`]).
+    Matmul { a: View, b: View, out: View, product: Product },
+    /// `y[r, c] += bias[offset + c]`; y: `[B, cols]`.
+    BiasAdd { y: View, bias: TensorId, offset: usize },
+    /// `y = act(y)` in place.
+    Activate { y: View, act: Activation },
+    /// `dy *= act'(y)` in place; y is the activation's output.
+    ActivateBackward { dy: View, y: View, act: Activation },
+    /// Softmax cross-entropy: logits `[B, C]`, labels `[B]` -> out `[B, C]` (dL/dlogits in
+    /// training, probabilities otherwise) and the counters.
+    SoftmaxCrossEntropy { logits: View, labels: TensorId, out: View, counters: TensorId, mode: Mode },
+    /// `out[offset + c] = sum_r x[r, c]`; x: `[B, cols]`.
+    ColumnSum { x: View, out: TensorId, offset: usize },
+    /// One optimizer step over the whole of `params`/`grads` (`len` values); the state holds
+    /// `len` values per [`Optimizer::state_per_parameter`]. Adam reads the step from `counters`.
+    Update { params: TensorId, grads: TensorId, state: TensorId, counters: TensorId, len: usize, opt: Optimizer },
+
+    // ---- fused: the "fused" tapes use these (each = a sequence of the primitives above) ------
+    /// `y = act(x W + b)`; x `[B, in]`, params `[(in + 1), out]` -> y `[B, out]`.
+    LinearForward { x: View, params: TensorId, y: View, act: Option<Activation> },
+    /// Logits `= h W + b`, softmax cross-entropy into `out`, and (training) `dh = (dL/dz W^T) *
+    /// act'(h)`. h `[B, in]`, params `[(in + 1), C]` -> out `[B, C]`, dh `[B, in]`.
+    OutputLayer {
+        h: View,
+        params: TensorId,
+        labels: TensorId,
+        out: View,
+        dh: Option<(View, Activation)>,
+        counters: TensorId,
+        mode: Mode,
+    },
+    /// `dx = (dy W^T) * act'(h)`; dy `[B, out]`, h `[B, in]` -> dx `[B, in]`.
+    LinearBackwardInput { dy: View, params: TensorId, h: View, act: Activation, dx: View },
+    /// `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer step on `params`.
+    LinearUpdate { x: View, dy: View, params: TensorId, grads: TensorId, state: TensorId, counters: TensorId, opt: Optimizer },
+}
+
+impl Op {
+    /// The kernel's name, as in `shaders/<name>.wgsl` (or "matmul" for stage 03's).
+    pub fn kernel_name(&self) -> &'static str {
+        match self {
+            Op::Matmul { .. } => "matmul",
+            Op::BiasAdd { .. } => "bias_add",
+            Op::Activate { .. } => "activation_forward",
+            Op::ActivateBackward { .. } => "activation_backward",
+            Op::SoftmaxCrossEntropy { .. } => "softmax_ce",
+            Op::ColumnSum { .. } => "column_sum",
+            Op::Update { opt: Optimizer::Sgd { .. }, .. } => "sgd",
+            Op::Update { opt: Optimizer::Adam { .. }, .. } => "adam",
+            Op::LinearForward { .. } => "linear_forward",
+            Op::OutputLayer { .. } => "output_layer",
+            Op::LinearBackwardInput { .. } => "linear_backward_input",
+            Op::LinearUpdate { .. } => "linear_update",
+        }
+    }
+}
