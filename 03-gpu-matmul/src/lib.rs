@@ -1,1 +1,397 @@
-//! placeholder
+//! Stage 03: matrix multiplication on the GPU, from a naive WGSL kernel to tiled, register-blocked,
+//! vectorised and tensor-core kernels, each checked against the CPU.
+//!
+//! The kernels live in `shaders/NN_name.wgsl`, numbered like [`Kernel`] and the runner's command
+//! line (`cargo run --release -p gpu-matmul -- 3`; 0 is the CPU). Later stages use the library:
+//!
+//! ```no_run
+//! use common::GpuContext;
+//! use cpu_matrix::Matrix;
+//! use gpu_matmul::{GpuMatrix, Kernel, Matmul, Transpose};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = GpuContext::new()?;
+//! let mm = Matmul::new(&ctx, Kernel::BEST)?;            // compile once
+//! let a = GpuMatrix::upload(&ctx, &Matrix::random_uniform(64, 784, -1.0, 1.0, 1))?;
+//! let b = GpuMatrix::upload(&ctx, &Matrix::random_uniform(784, 128, -1.0, 1.0, 2))?;
+//! let out = GpuMatrix::zeros(&ctx, 64, 128)?;
+//! gpu_matmul::matmul(&ctx, &mm, &a, &b, &out, Transpose::None)?; // out = a * b
+//! let c = out.download(&ctx)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Shapes are row-major everywhere. A [`GpuMatrix`]'s `rows x cols` is its *capacity*;
+//! [`MatmulCall::set_dims`] can shrink the logical shape (a smaller last batch). The logical
+//! matrices are then the top-left corners of the capacity matrices, read and written with the
+//! capacity widths as row strides, and the rest of `out` is left as it was.
+
+mod cpu;
+mod kernels;
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use common::{GpuContext, GpuError};
+use cpu_matrix::Matrix;
+
+pub use cpu::{matmul_cpu, reference_rows};
+pub use kernels::{Kernel, Tile, specialize};
+
+/// A row-major f32 matrix that lives on the GPU. `rows`/`cols` are the CAPACITY shape.
+///
+/// The buffer holds at least `rows * cols` floats; buffers made here are padded to a multiple
+/// of 16 bytes so kernels can read them as `vec4<f32>`.
+#[derive(Debug, Clone)]
+pub struct GpuMatrix {
+    pub buffer: wgpu::Buffer,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl GpuMatrix {
+    /// Copies `m` to a new GPU buffer.
+    pub fn upload(ctx: &GpuContext, m: &Matrix) -> Result<Self, GpuError> {
+        let label = format!("matrix {}x{}", m.rows, m.cols);
+        let buffer = if m.data.len() % 4 == 0 && !m.data.is_empty() {
+            ctx.storage_buffer(&label, &m.data)?
+        } else {
+            let mut padded = m.data.clone();
+            padded.resize(m.data.len().next_multiple_of(4).max(4), 0.0);
+            ctx.storage_buffer(&label, &padded)?
+        };
+        Ok(Self { buffer, rows: m.rows, cols: m.cols })
+    }
+
+    /// A `rows x cols` matrix of zeros on the GPU.
+    pub fn zeros(ctx: &GpuContext, rows: usize, cols: usize) -> Result<Self, GpuError> {
+        let bytes = Self::padded_bytes(rows, cols);
+        let buffer = ctx.storage_buffer_empty(&format!("matrix {rows}x{cols}"), bytes)?;
+        Ok(Self { buffer, rows, cols })
+    }
+
+    /// Overwrites the whole matrix with `m`, which must have the same shape. Takes effect at
+    /// the next submit.
+    pub fn write(&self, ctx: &GpuContext, m: &Matrix) -> Result<(), MatmulError> {
+        if m.shape() != (self.rows, self.cols) {
+            return Err(MatmulError::Shape {
+                op: "GpuMatrix::write".into(),
+                shapes: format!("GPU matrix {}x{}, data {}x{}", self.rows, self.cols, m.rows, m.cols),
+                why: "the shapes must be equal".into(),
+            });
+        }
+        ctx.queue.write_buffer(&self.buffer, 0, bytemuck::cast_slice(&m.data));
+        Ok(())
+    }
+
+    /// Copies the matrix back to the CPU (waits for all submitted work).
+    pub fn download(&self, ctx: &GpuContext) -> Result<Matrix, GpuError> {
+        let data = ctx.read(&self.buffer, self.rows * self.cols)?;
+        Ok(Matrix { rows: self.rows, cols: self.cols, data })
+    }
+
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn padded_bytes(rows: usize, cols: usize) -> u64 {
+        ((rows * cols * 4) as u64).next_multiple_of(16).max(16)
+    }
+}
+
+/// Which operand is transposed: `out = op(a) * op(b)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// `a [m, k] * b [k, n] -> [m, n]`.
+    None,
+    /// `A^T * B`: `a` is stored `[k, m]`, `b [k, n] -> [m, n]` (weight gradients: `X^T * dY`).
+    A,
+    /// `A * B^T`: `a [m, k]`, `b` is stored `[n, k] -> [m, n]` (input gradients: `dY * W^T`).
+    B,
+}
+
+impl Transpose {
+    pub const ALL: [Transpose; 3] = [Transpose::None, Transpose::A, Transpose::B];
+
+    /// The product as a formula, for messages and tables.
+    pub fn formula(self) -> &'static str {
+        match self {
+            Transpose::None => "A * B",
+            Transpose::A => "A^T * B",
+            Transpose::B => "A * B^T",
+        }
+    }
+
+    /// `(m, k, n)` of `op(a) * op(b)` from the stored shapes, if the inner dimensions agree.
+    pub fn dims(self, a: (usize, usize), b: (usize, usize)) -> Option<(usize, usize, usize)> {
+        let (m, k) = if self == Transpose::A { (a.1, a.0) } else { a };
+        let (kb, n) = if self == Transpose::B { (b.1, b.0) } else { b };
+        (k == kb).then_some((m, k, n))
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Everything that can go wrong in a GPU matmul. Shape errors name every shape involved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MatmulError {
+    /// The GPU refused something (limits, validation, device lost).
+    Gpu(GpuError),
+    /// Operands whose shapes do not fit the product.
+    Shape { op: String, shapes: String, why: String },
+    /// `set_dims` asked for more than the matrices hold.
+    Dims { asked: (usize, usize, usize), capacity: (usize, usize, usize) },
+    /// A tile shape this kernel cannot run (the tuner and tests pass tiles explicitly).
+    Config { kernel: Kernel, tile: Tile, why: String },
+    /// This kernel cannot run here, or not on these operands.
+    Unsupported { kernel: Kernel, why: String },
+}
+
+impl fmt::Display for MatmulError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MatmulError::Gpu(e) => write!(f, "{e}"),
+            MatmulError::Shape { op, shapes, why } => write!(f, "{op}: {shapes}: {why}"),
+            MatmulError::Dims { asked, capacity } => write!(
+                f,
+                "set_dims(m={}, k={}, n={}) exceeds the capacity m={}, k={}, n={} of the prepared matrices; \
+                 allocate the matrices for the largest shape you need",
+                asked.0, asked.1, asked.2, capacity.0, capacity.1, capacity.2
+            ),
+            MatmulError::Config { kernel, tile, why } => write!(f, "kernel {kernel} cannot use tile {tile}: {why}"),
+            MatmulError::Unsupported { kernel, why } => write!(f, "kernel {kernel} cannot run: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for MatmulError {}
+
+impl From<GpuError> for MatmulError {
+    fn from(e: GpuError) -> Self {
+        MatmulError::Gpu(e)
+    }
+}
+
+/// The shape uniform every kernel reads: logical sizes and the row strides (capacity widths).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+struct Dims {
+    m: u32,
+    k: u32,
+    n: u32,
+    lda: u32,
+    ldb: u32,
+    ldc: u32,
+    _pad: [u32; 2],
+}
+
+/// Compiled pipelines for one kernel and tile shape (compile once per program; pipelines for
+/// each transpose are compiled the first time a call needs them).
+pub struct Matmul {
+    kernel: Kernel,
+    tile: Tile,
+    pipelines: [OnceLock<wgpu::ComputePipeline>; 3],
+}
+
+impl Matmul {
+    /// The kernel with its default tile shape. Errors if the adapter lacks what it needs.
+    pub fn new(ctx: &GpuContext, kernel: Kernel) -> Result<Self, MatmulError> {
+        Self::with_tile(ctx, kernel, kernel.default_tile())
+    }
+
+    /// The kernel with an explicit tile shape (the tuner and the tests use this). The
+    /// `A * B` pipeline is compiled now, so a bad tile or shader fails here.
+    pub fn with_tile(ctx: &GpuContext, kernel: Kernel, tile: Tile) -> Result<Self, MatmulError> {
+        if kernel.needs_cooperative_matrix() && !ctx.has_cooperative_matrix() {
+            return Err(MatmulError::Unsupported {
+                kernel,
+                why: format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name),
+            });
+        }
+        let mm = Self { kernel, tile, pipelines: Default::default() };
+        mm.pipeline(ctx, Transpose::None)?;
+        Ok(mm)
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    pub fn tile(&self) -> Tile {
+        self.tile
+    }
+
+    fn pipeline(&self, ctx: &GpuContext, t: Transpose) -> Result<&wgpu::ComputePipeline, MatmulError> {
+        let slot = &self.pipelines[t.index()];
+        if let Some(p) = slot.get() {
+            return Ok(p);
+        }
+        let consts = self.kernel.constants(self.tile, t, &ctx.limits)?;
+        let wgsl = specialize(self.kernel.source(), &consts)
+            .map_err(|why| MatmulError::Config { kernel: self.kernel, tile: self.tile, why })?;
+        let label = format!("matmul {} {} ({})", self.kernel, self.tile, t.formula());
+        let pipeline = build_pipeline(ctx, &label, &wgsl)?;
+        Ok(slot.get_or_init(|| pipeline))
+    }
+
+    /// Shape-checks and builds the bind group + a shape uniform: `out = op(a) * op(b)`.
+    ///
+    /// - `Transpose::None`: `a [m, k]`, `b [k, n]`, `out [m, n]`
+    /// - `Transpose::A`: `a [k, m]`, `b [k, n]`, `out [m, n]`
+    /// - `Transpose::B`: `a [m, k]`, `b [n, k]`, `out [m, n]`
+    ///
+    /// `out` must not be `a` or `b`.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        a: &GpuMatrix,
+        b: &GpuMatrix,
+        out: &GpuMatrix,
+        t: Transpose,
+    ) -> Result<MatmulCall, MatmulError> {
+        let shapes = || {
+            format!(
+                "a {}x{}, b {}x{}, out {}x{}",
+                a.rows, a.cols, b.rows, b.cols, out.rows, out.cols
+            )
+        };
+        let op = format!("matmul {}", t.formula());
+        let (m, k, n) = t.dims(a.shape(), b.shape()).ok_or_else(|| MatmulError::Shape {
+            op: op.clone(),
+            shapes: shapes(),
+            why: match t {
+                Transpose::None => "a.cols must equal b.rows".into(),
+                Transpose::A => "a.rows must equal b.rows (a is stored [k, m])".into(),
+                Transpose::B => "a.cols must equal b.cols (b is stored [n, k])".into(),
+            },
+        })?;
+        if out.shape() != (m, n) {
+            return Err(MatmulError::Shape { op, shapes: shapes(), why: format!("out must be {m}x{n}") });
+        }
+        for (name, g) in [("a", a), ("b", b), ("out", out)] {
+            let need = (g.rows * g.cols * 4) as u64;
+            if g.buffer.size() < need {
+                return Err(MatmulError::Shape {
+                    op,
+                    shapes: shapes(),
+                    why: format!("{name}'s buffer holds {} bytes, its shape needs {need}", g.buffer.size()),
+                });
+            }
+        }
+        if out.buffer == a.buffer || out.buffer == b.buffer {
+            return Err(MatmulError::Shape { op, shapes: shapes(), why: "out must be a different buffer from a and b".into() });
+        }
+        for v in [m, k, n, a.cols, b.cols, out.cols] {
+            if v > u32::MAX as usize / 4 {
+                return Err(MatmulError::Shape { op, shapes: shapes(), why: "a dimension exceeds 2^30".into() });
+            }
+        }
+
+        let pipeline = self.pipeline(ctx, t)?.clone();
+        let dims = Dims { m: m as u32, k: k as u32, n: n as u32, lda: a.cols as u32, ldb: b.cols as u32, ldc: out.cols as u32, _pad: [0; 2] };
+        let uniform = ctx.uniform_buffer("matmul dims", &dims);
+        let bind_group = ctx.bind_group("matmul", &pipeline, 0, &[&a.buffer, &b.buffer, &out.buffer, &uniform])?;
+        // The grid covers the capacity shape; workgroups past a smaller logical shape (after
+        // `set_dims`) exit at once. So a recording stays valid whatever set_dims does later.
+        let max = ctx.limits.max_compute_workgroups_per_dimension;
+        let groups_x = (n as u32).div_ceil(self.tile.bn).max(1);
+        let groups_y = (m as u32).div_ceil(self.tile.bm).max(1);
+        if groups_x > max || groups_y > max {
+            return Err(MatmulError::Shape {
+                op,
+                shapes: shapes(),
+                why: format!("needs {groups_x} x {groups_y} workgroups; this device allows {max} per dimension"),
+            });
+        }
+        Ok(MatmulCall { pipeline, bind_group, uniform, capacity: (m, k, n), dims, groups: (groups_x, groups_y), kernel: self.kernel, tile: self.tile })
+    }
+}
+
+/// Builds a compute pipeline without zero-initialising workgroup memory (every kernel writes
+/// its shared tiles before reading them), with naga's bounds checks left on.
+fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str) -> Result<wgpu::ComputePipeline, GpuError> {
+    ctx.scoped(|| {
+        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        });
+        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[],
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        })
+    })
+}
+
+/// One prepared product: pipeline, bind group and shape uniform. Record it as often as needed.
+pub struct MatmulCall {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    uniform: wgpu::Buffer,
+    capacity: (usize, usize, usize),
+    dims: Dims,
+    groups: (u32, u32),
+    kernel: Kernel,
+    tile: Tile,
+}
+
+impl MatmulCall {
+    /// Records the dispatch into an open compute pass (no submit, no read-back).
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+
+    /// Changes the logical `(m, k, n)` used from the next submit on (it writes the shape
+    /// uniform through the queue), e.g. for a smaller last batch. Each must be at most the
+    /// capacity given by the matrices. The logical matrices are the top-left corners of the
+    /// stored ones (same row strides); elements of `out` outside `m x n` are left unchanged.
+    /// Recordings made before or after stay valid: the dispatch always covers the capacity.
+    pub fn set_dims(&self, ctx: &GpuContext, m: usize, k: usize, n: usize) -> Result<(), MatmulError> {
+        let (cm, ck, cn) = self.capacity;
+        if m > cm || k > ck || n > cn {
+            return Err(MatmulError::Dims { asked: (m, k, n), capacity: self.capacity });
+        }
+        let dims = Dims { m: m as u32, k: k as u32, n: n as u32, ..self.dims };
+        ctx.queue.write_buffer(&self.uniform, 0, bytemuck::bytes_of(&dims));
+        Ok(())
+    }
+
+    /// `(m, k, n)` as given by the matrices at `prepare`.
+    pub fn capacity(&self) -> (usize, usize, usize) {
+        self.capacity
+    }
+
+    /// The kernel and tile shape this call runs.
+    pub fn kernel(&self) -> (Kernel, Tile) {
+        (self.kernel, self.tile)
+    }
+}
+
+/// Convenience: one matmul `out = op(a) * op(b)`, submitted and waited for.
+pub fn matmul(
+    ctx: &GpuContext,
+    mm: &Matmul,
+    a: &GpuMatrix,
+    b: &GpuMatrix,
+    out: &GpuMatrix,
+    t: Transpose,
+) -> Result<(), MatmulError> {
+    let call = mm.prepare(ctx, a, b, out, t)?;
+    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("matmul") });
+    {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("matmul"), timestamp_writes: None });
+        call.record(&mut pass);
+    }
+    ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
+    ctx.wait()?;
+    Ok(())
+}

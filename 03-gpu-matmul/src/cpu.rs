@@ -1,0 +1,95 @@
+//! Kernel 0: the CPU side. `matmul_cpu` is the baseline the runner times; `reference_rows` is
+//! the f64-accumulated reference every GPU kernel is checked against (whole products at small
+//! sizes, a sample of rows at large ones).
+
+use cpu_matrix::{Matrix, MatrixError};
+
+use crate::Transpose;
+
+/// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul.
+/// Shapes as in [`crate::Matmul::prepare`].
+pub fn matmul_cpu(a: &Matrix, b: &Matrix, t: Transpose) -> Result<Matrix, MatrixError> {
+    match t {
+        Transpose::None => cpu_matrix::matmul_f64_reference(a, b),
+        Transpose::A => cpu_matrix::matmul_f64_reference(&transpose(a), b),
+        Transpose::B => cpu_matrix::matmul_f64_reference(a, &transpose(b)),
+    }
+}
+
+fn transpose(m: &Matrix) -> Matrix {
+    let mut data = vec![0.0; m.data.len()];
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            data[c * m.rows + r] = m.data[r * m.cols + c];
+        }
+    }
+    Matrix { rows: m.cols, cols: m.rows, data }
+}
+
+/// Rows `rows` of `op(a) * op(b)`, accumulated in f64: `[rows.len(), n]`, row-major.
+/// Errors if the shapes do not fit or a row is out of range.
+pub fn reference_rows(a: &Matrix, b: &Matrix, t: Transpose, rows: &[usize]) -> Result<Vec<f32>, MatrixError> {
+    let (m, k, n) = t
+        .dims(a.shape(), b.shape())
+        .ok_or(MatrixError::Shape { op: t.formula(), left: a.shape(), right: b.shape() })?;
+    if let Some(&bad) = rows.iter().find(|&&r| r >= m) {
+        return Err(MatrixError::Shape { op: "reference_rows: row out of range", left: (bad, 0), right: (m, n) });
+    }
+    let a_at = |i: usize, p: usize| if t == Transpose::A { a.data[p * a.cols + i] } else { a.data[i * a.cols + p] };
+    let mut out = Vec::with_capacity(rows.len() * n);
+    let mut acc = vec![0f64; n];
+    for &i in rows {
+        acc.iter_mut().for_each(|v| *v = 0.0);
+        for p in 0..k {
+            let x = a_at(i, p) as f64;
+            if t == Transpose::B {
+                for (j, v) in acc.iter_mut().enumerate() {
+                    *v += x * b.data[j * b.cols + p] as f64;
+                }
+            } else {
+                let row = &b.data[p * n..(p + 1) * n];
+                for (v, &y) in acc.iter_mut().zip(row) {
+                    *v += x * y as f64;
+                }
+            }
+        }
+        out.extend(acc.iter().map(|&v| v as f32));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transposed_products_agree_with_explicit_transposes() {
+        let a = Matrix::random_uniform(5, 3, -1.0, 1.0, 1);
+        let b = Matrix::random_uniform(3, 4, -1.0, 1.0, 2);
+        let ab = matmul_cpu(&a, &b, Transpose::None).unwrap();
+        let at_b = matmul_cpu(&transpose(&a), &b, Transpose::A).unwrap();
+        let a_bt = matmul_cpu(&a, &transpose(&b), Transpose::B).unwrap();
+        common::assert_close(&at_b.data, &ab.data, 1e-6, 1e-6);
+        common::assert_close(&a_bt.data, &ab.data, 1e-6, 1e-6);
+        for t in Transpose::ALL {
+            let (aa, bb) = match t {
+                Transpose::None => (a.clone(), b.clone()),
+                Transpose::A => (transpose(&a), b.clone()),
+                Transpose::B => (a.clone(), transpose(&b)),
+            };
+            let rows = reference_rows(&aa, &bb, t, &[4, 0, 2]).unwrap();
+            let expect: Vec<f32> = [4, 0, 2].iter().flat_map(|&r| ab.data[r * 4..r * 4 + 4].to_vec()).collect();
+            common::assert_close(&rows, &expect, 1e-6, 1e-6);
+        }
+    }
+
+    #[test]
+    fn shape_errors_name_the_shapes() {
+        let a = Matrix::zeros(2, 3);
+        let b = Matrix::zeros(4, 5);
+        let err = matmul_cpu(&a, &b, Transpose::None).unwrap_err().to_string();
+        assert!(err.contains("2x3") && err.contains("4x5"), "{err}");
+        assert!(reference_rows(&a, &b, Transpose::B, &[0]).is_err());
+        assert!(reference_rows(&a, &Matrix::zeros(3, 1), Transpose::None, &[2]).is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! Every GPU kernel against the f64 CPU reference, on awkward shapes, in every transpose mode.
+//!
+//! Inputs are uniform in [-1, 1] (never zeros); the output is poisoned (NaN) before each run so
+//! an element a kernel forgets to write fails; the tolerance is `Kernel::tolerance(k)`
+//! (`abs + rel * |expected|`, NaN failing). Runs on whatever adapter `WGPU_ADAPTER_NAME` picks
+//! (lavapipe in CI: keep sizes small).
+
+use common::test_context;
+use cpu_matrix::Matrix;
+use gpu_matmul::{GpuMatrix, Kernel, Matmul, MatmulError, Transpose, reference_rows};
+
+/// Stored shapes of a and b for `op(a) [m, k] * op(b) [k, n]`.
+fn stored(m: usize, k: usize, n: usize, t: Transpose) -> ((usize, usize), (usize, usize)) {
+    match t {
+        Transpose::None => ((m, k), (k, n)),
+        Transpose::A => ((k, m), (k, n)),
+        Transpose::B => ((m, k), (n, k)),
+    }
+}
+
+/// Runs `out = op(a) * op(b)` on random inputs and checks every element.
+fn check(mm: &Matmul, m: usize, k: usize, n: usize, t: Transpose, seed: u64) {
+    let ctx = test_context();
+    let ((ar, ac), (br, bc)) = stored(m, k, n, t);
+    let a = Matrix::random_uniform(ar, ac, -1.0, 1.0, seed);
+    let b = Matrix::random_uniform(br, bc, -1.0, 1.0, seed + 1);
+    let (ga, gb) = (GpuMatrix::upload(ctx, &a).unwrap(), GpuMatrix::upload(ctx, &b).unwrap());
+    let out = GpuMatrix::zeros(ctx, m, n).unwrap();
+    ctx.poison(&out.buffer);
+    gpu_matmul::matmul(ctx, mm, &ga, &gb, &out, t).unwrap();
+    let got = out.download(ctx).unwrap();
+    let rows: Vec<usize> = (0..m).collect();
+    let expected = reference_rows(&a, &b, t, &rows).unwrap();
+    let (rel, abs) = mm.kernel().tolerance(k);
+    if let Err(e) = common::check_close(&got.data, &expected, rel, abs) {
+        panic!("kernel {} tile {} {} with m={m} k={k} n={n}: {e}", mm.kernel(), mm.tile(), t.formula());
+    }
+}
+
+const SMALL_SHAPES: [(usize, usize, usize); 5] = [(1, 1, 1), (17, 63, 65), (129, 257, 3), (300, 1, 300), (2, 3, 1)];
+
+fn kernels_here() -> Vec<Kernel> {
+    let ctx = test_context();
+    Kernel::ALL.into_iter().filter(|k| !k.needs_cooperative_matrix() || ctx.has_cooperative_matrix()).collect()
+}
+
+#[test]
+fn every_kernel_every_transpose_on_awkward_shapes() {
+    let ctx = test_context();
+    for kernel in kernels_here() {
+        let mm = Matmul::new(ctx, kernel).unwrap();
+        for t in Transpose::ALL {
+            for (i, &(m, k, n)) in SMALL_SHAPES.iter().enumerate() {
+                check(&mm, m, k, n, t, 10 + i as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn large_awkward_shape() {
+    let ctx = test_context();
+    for kernel in kernels_here() {
+        let mm = Matmul::new(ctx, kernel).unwrap();
+        for t in Transpose::ALL {
+            check(&mm, 1000, 777, 333, t, 7);
+        }
+    }
+}
+
+#[test]
+fn every_tune_tile_is_correct() {
+    let ctx = test_context();
+    for kernel in kernels_here() {
+        for tile in kernel.tune_tiles() {
+            let mm = Matmul::with_tile(ctx, kernel, tile).unwrap();
+            for t in Transpose::ALL {
+                check(&mm, 67, 45, 71, t, 3);
+            }
+        }
+    }
+}
+
+#[test]
+fn shape_mismatches_are_errors_naming_the_shapes() {
+    let ctx = test_context();
+    let mm = Matmul::new(ctx, Kernel::BEST).unwrap();
+    let z = |r, c| GpuMatrix::zeros(ctx, r, c).unwrap();
+    let (a, b, out) = (z(4, 5), z(6, 7), z(4, 7));
+    let err = mm.prepare(ctx, &a, &b, &out, Transpose::None).err().unwrap();
+    let text = err.to_string();
+    assert!(matches!(err, MatmulError::Shape { .. }) && text.contains("4x5") && text.contains("6x7"), "{text}");
+    // Inner dimensions agree but out is wrong.
+    let err = mm.prepare(ctx, &z(4, 6), &b, &z(4, 6), Transpose::None).err().unwrap();
+    assert!(err.to_string().contains("out must be 4x7"), "{err}");
+    // A^T * B: a is [k, m], so a.rows must equal b.rows.
+    assert!(mm.prepare(ctx, &z(6, 3), &b, &z(3, 7), Transpose::A).is_ok());
+    assert!(mm.prepare(ctx, &z(5, 3), &b, &z(3, 7), Transpose::A).is_err());
+    // A * B^T: b is [n, k], so a.cols must equal b.cols.
+    assert!(mm.prepare(ctx, &z(4, 7), &b, &z(4, 6), Transpose::B).is_ok());
+    assert!(mm.prepare(ctx, &z(4, 6), &b, &z(4, 6), Transpose::B).is_err());
+    // A buffer smaller than the shape claims.
+    let small = GpuMatrix { buffer: z(1, 1).buffer, rows: 6, cols: 7 };
+    assert!(mm.prepare(ctx, &a, &z(5, 7), &small, Transpose::None).is_err());
+    // out may not alias an input.
+    let sq = z(4, 4);
+    assert!(mm.prepare(ctx, &sq, &z(4, 4), &sq, Transpose::None).is_err());
+}
+
+#[test]
+fn set_dims_computes_the_corner_and_leaves_the_rest() {
+    let ctx = test_context();
+    for kernel in kernels_here() {
+        let mm = Matmul::new(ctx, kernel).unwrap();
+        for t in Transpose::ALL {
+            let (cm, ck, cn) = (70, 50, 40);
+            let (m, k, n) = (33, 17, 21);
+            let ((ar, ac), (br, bc)) = stored(cm, ck, cn, t);
+            let a = Matrix::random_uniform(ar, ac, -1.0, 1.0, 5);
+            let b = Matrix::random_uniform(br, bc, -1.0, 1.0, 6);
+            let (ga, gb) = (GpuMatrix::upload(ctx, &a).unwrap(), GpuMatrix::upload(ctx, &b).unwrap());
+            let sentinel = Matrix::new(cm, cn, (0..cm * cn).map(|i| 1000.0 + i as f32).collect()).unwrap();
+            let out = GpuMatrix::upload(ctx, &sentinel).unwrap();
+            let call = mm.prepare(ctx, &ga, &gb, &out, t).unwrap();
+            assert_eq!(call.capacity(), (cm, ck, cn));
+            call.set_dims(ctx, m, k, n).unwrap();
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                call.record(&mut pass);
+            }
+            ctx.queue.submit([enc.finish()]);
+            let got = out.download(ctx).unwrap();
+            // The logical operands are the top-left corners of the stored ones.
+            let ((lar, lac), (lbr, lbc)) = stored(m, k, n, t);
+            let corner = |x: &Matrix, r: usize, c: usize| {
+                Matrix::new(r, c, (0..r).flat_map(|i| x.data[i * x.cols..i * x.cols + c].to_vec()).collect()).unwrap()
+            };
+            let expected = reference_rows(&corner(&a, lar, lac), &corner(&b, lbr, lbc), t, &(0..m).collect::<Vec<_>>()).unwrap();
+            let got_corner: Vec<f32> = (0..m).flat_map(|i| got.data[i * cn..i * cn + n].to_vec()).collect();
+            let (rel, abs) = kernel.tolerance(k);
+            common::assert_close(&got_corner, &expected, rel, abs);
+            for i in 0..cm {
+                for j in 0..cn {
+                    if i >= m || j >= n {
+                        assert_eq!(got.data[i * cn + j], sentinel.data[i * cn + j], "kernel {kernel} {t:?}: ({i}, {j}) outside the logical shape changed");
+                    }
+                }
+            }
+            // Back to the full shape.
+            call.set_dims(ctx, cm, ck, cn).unwrap();
+            let err = call.set_dims(ctx, cm + 1, ck, cn).unwrap_err();
+            assert!(matches!(err, MatmulError::Dims { .. }), "{err}");
+        }
+    }
+}
+
+#[test]
+fn zero_inner_dimension_gives_zeros() {
+    let ctx = test_context();
+    for kernel in kernels_here() {
+        let mm = Matmul::new(ctx, kernel).unwrap();
+        let a = GpuMatrix::zeros(ctx, 5, 0).unwrap();
+        let b = GpuMatrix::zeros(ctx, 0, 3).unwrap();
+        let out = GpuMatrix::zeros(ctx, 5, 3).unwrap();
+        ctx.poison(&out.buffer);
+        gpu_matmul::matmul(ctx, &mm, &a, &b, &out, Transpose::None).unwrap();
+        common::assert_same(&out.download(ctx).unwrap().data, &[0.0; 15]);
+    }
+}
+
+#[test]
+fn upload_download_round_trip() {
+    let ctx = test_context();
+    for (r, c) in [(1, 1), (3, 5), (4, 4), (0, 7)] {
+        let m = Matrix::random_uniform(r, c, -1.0, 1.0, 9);
+        let g = GpuMatrix::upload(ctx, &m).unwrap();
+        assert_eq!(g.buffer.size() % 16, 0);
+        assert_eq!(g.download(ctx).unwrap(), m);
+        let m2 = Matrix::random_uniform(r, c, -1.0, 1.0, 10);
+        g.write(ctx, &m2).unwrap();
+        assert_eq!(g.download(ctx).unwrap(), m2);
+    }
+    let g = GpuMatrix::zeros(ctx, 2, 2).unwrap();
+    assert!(g.write(ctx, &Matrix::zeros(2, 3)).is_err());
+}
