@@ -1,0 +1,202 @@
+//! MNIST in memory: where the files are, loading both splits, subsets, and turning u8 pixels
+//! into the f32 inputs the network sees.
+//!
+//! Pixels stay `u8` (47 MB for the training set; as f32 it would be 188 MB, more than one
+//! storage binding holds on many adapters). They become f32 only when a batch is gathered:
+//! `x = pixel * SCALE + SHIFT`, i.e. `(pixel / 255 - mean) / std` with MNIST's mean and
+//! standard deviation, so inputs have mean 0 and variance 1. The GPU gather kernel
+//! (`gather.rs`) uses the same two constants, and so does `predict`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{MnistError, Result};
+use crate::idx;
+
+/// Side of an MNIST image; one image is `PIXELS = 28 * 28` bytes.
+pub const SIDE: usize = 28;
+pub const PIXELS: usize = SIDE * SIDE;
+pub const CLASSES: usize = 10;
+
+/// Mean and standard deviation of the training pixels scaled to [0, 1] (0.1307 = 33.318 / 255).
+pub const MEAN: f32 = 0.1307;
+pub const STD: f32 = 0.3081;
+/// `x = pixel * SCALE + SHIFT` equals `(pixel / 255 - MEAN) / STD`.
+pub const SCALE: f32 = 1.0 / (255.0 * STD);
+pub const SHIFT: f32 = -MEAN / STD;
+
+/// The environment variable naming the data folder.
+pub const DATA_ENV: &str = "MNIST_DIR";
+
+/// The four files, by their names without `.gz` (either form is accepted on disk).
+pub const TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
+pub const TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
+pub const TEST_IMAGES: &str = "t10k-images-idx3-ubyte";
+pub const TEST_LABELS: &str = "t10k-labels-idx1-ubyte";
+pub const FILE_NAMES: [&str; 4] = [TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS];
+
+/// One split: `images` is `[len, 28 * 28]` u8 row-major (0 = background), `labels` is `[len]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataset {
+    pub images: Vec<u8>,
+    pub labels: Vec<u8>,
+}
+
+impl Dataset {
+    /// Checks that `images` holds exactly one 784-byte image per label and labels are digits.
+    pub fn new(images: Vec<u8>, labels: Vec<u8>) -> Result<Self> {
+        if images.len() != labels.len() * PIXELS {
+            return Err(MnistError::Dataset(format!(
+                "{} bytes of pixels for {} labels (expected {} = labels x 784)",
+                images.len(),
+                labels.len(),
+                labels.len() * PIXELS
+            )));
+        }
+        if let Some(l) = labels.iter().find(|&&l| l as usize >= CLASSES) {
+            return Err(MnistError::Dataset(format!("label {l} is not a digit 0..9")));
+        }
+        Ok(Self { images, labels })
+    }
+
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// Image `i`: 784 bytes, row-major.
+    pub fn image(&self, i: usize) -> &[u8] {
+        &self.images[i * PIXELS..(i + 1) * PIXELS]
+    }
+
+    /// The first `n` examples (all of them when `n >= len`).
+    pub fn take(&self, n: usize) -> Dataset {
+        let n = n.min(self.len());
+        Dataset { images: self.images[..n * PIXELS].to_vec(), labels: self.labels[..n].to_vec() }
+    }
+}
+
+/// Both splits.
+#[derive(Debug, Clone)]
+pub struct Mnist {
+    pub train: Dataset,
+    pub test: Dataset,
+}
+
+/// The path of `name` in `dir`: the raw file if present, else `name.gz` (which may not exist).
+pub fn file_path(dir: &Path, name: &str) -> PathBuf {
+    let raw = dir.join(name);
+    if raw.is_file() { raw } else { dir.join(format!("{name}.gz")) }
+}
+
+/// True when all four files are in `dir` (raw or gzipped).
+pub fn files_present(dir: &Path) -> bool {
+    FILE_NAMES.iter().all(|n| file_path(dir, n).is_file())
+}
+
+/// Loads one split from an image and a label file, checking that their counts agree.
+pub fn load_split(images: &Path, labels: &Path) -> Result<Dataset> {
+    let img = idx::read_images(images)?;
+    if img.dims[1] != SIDE || img.dims[2] != SIDE {
+        return Err(MnistError::Idx {
+            path: images.to_path_buf(),
+            msg: format!("images are {}x{}, MNIST images are 28x28", img.dims[1], img.dims[2]),
+        });
+    }
+    let lab = idx::read_labels(labels)?;
+    if img.dims[0] != lab.dims[0] {
+        return Err(MnistError::Dataset(format!(
+            "{} holds {} images but {} holds {} labels; the counts must agree",
+            images.display(),
+            img.dims[0],
+            labels.display(),
+            lab.dims[0]
+        )));
+    }
+    Dataset::new(img.data, lab.data)
+}
+
+/// Loads the training and test splits from `dir`.
+pub fn load(dir: &Path) -> Result<Mnist> {
+    let train = load_split(&file_path(dir, TRAIN_IMAGES), &file_path(dir, TRAIN_LABELS))?;
+    let test = load_split(&file_path(dir, TEST_IMAGES), &file_path(dir, TEST_LABELS))?;
+    Ok(Mnist { train, test })
+}
+
+/// Where the data lives: `--data-dir` if given, then `$MNIST_DIR`, then `data/mnist` under the
+/// workspace (the nearest folder above the current one whose Cargo.toml has `[workspace]`),
+/// else `data/mnist` under the current folder.
+pub fn resolve_data_dir(cli: Option<&Path>) -> PathBuf {
+    if let Some(dir) = cli {
+        return dir.to_path_buf();
+    }
+    if let Some(dir) = std::env::var_os(DATA_ENV).filter(|s| !s.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let root = cwd
+        .ancestors()
+        .find(|d| std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|s| s.contains("[workspace]")))
+        .unwrap_or(&cwd);
+    root.join("data").join("mnist")
+}
+
+/// `pixels` (u8) -> normalized f32 inputs, `out.len() == pixels.len()`.
+pub fn normalize_into(pixels: &[u8], out: &mut [f32]) {
+    for (o, &p) in out.iter_mut().zip(pixels) {
+        *o = p as f32 * SCALE + SHIFT;
+    }
+}
+
+/// CPU reference of the GPU gather kernel: the batch `order[first .. first + count]` of `data`.
+/// Returns `x: [count, 784]` normalized f32 and `labels: [count]`.
+pub fn gather_batch_cpu(data: &Dataset, order: &[u32], first: usize, count: usize) -> (Vec<f32>, Vec<u8>) {
+    let mut x = vec![0f32; count * PIXELS];
+    let mut labels = Vec::with_capacity(count);
+    for (r, &i) in order[first..first + count].iter().enumerate() {
+        let i = i as usize;
+        normalize_into(data.image(i), &mut x[r * PIXELS..(r + 1) * PIXELS]);
+        labels.push(data.labels[i]);
+    }
+    (x, labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_matches_the_formula() {
+        let mut out = [0f32; 3];
+        normalize_into(&[0, 33, 255], &mut out);
+        for (o, p) in out.iter().zip([0f32, 33.0, 255.0]) {
+            let want = (p / 255.0 - MEAN) / STD;
+            assert!((o - want).abs() < 1e-5, "{o} vs {want}");
+        }
+    }
+
+    #[test]
+    fn dataset_checks_counts_and_labels() {
+        assert!(Dataset::new(vec![0; PIXELS * 2], vec![1, 2]).is_ok());
+        let err = Dataset::new(vec![0; PIXELS * 2 + 1], vec![1, 2]).unwrap_err().to_string();
+        assert!(err.contains("for 2 labels"), "{err}");
+        assert!(Dataset::new(vec![0; PIXELS], vec![12]).is_err());
+    }
+
+    #[test]
+    fn gather_follows_the_order() {
+        let images: Vec<u8> = (0..3 * PIXELS).map(|i| (i / PIXELS * 100) as u8).collect();
+        let ds = Dataset::new(images, vec![4, 5, 6]).unwrap();
+        let (x, labels) = gather_batch_cpu(&ds, &[2, 0, 1], 1, 2);
+        assert_eq!(labels, vec![4, 5]);
+        assert_eq!(x[0], SHIFT);
+        assert!((x[PIXELS] - (100.0 * SCALE + SHIFT)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn data_dir_prefers_the_flag() {
+        assert_eq!(resolve_data_dir(Some(Path::new("/x/y"))), PathBuf::from("/x/y"));
+    }
+}

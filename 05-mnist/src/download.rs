@@ -1,0 +1,159 @@
+//! Downloading MNIST from public mirrors, so that a download can never look like valid data
+//! unless it is.
+//!
+//! For each missing file we try the mirrors in order (the ossci-datasets S3 bucket, then
+//! yann.lecun.com, which is often down). A download counts only when it decompresses and the
+//! SHA-256 of the decompressed bytes equals the known sum below (the sums of the raw files are
+//! the same whichever mirror gzipped them). The bytes go to a temporary file in the target
+//! folder, are flushed to disk, and only then renamed to their final name: a rename within
+//! one folder is atomic, so an interrupted download leaves no file that looks complete (the
+//! temporary file is deleted on every error path).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::data::FILE_NAMES;
+use crate::error::{MnistError, Result};
+use crate::idx::gunzip;
+
+/// The public mirrors, tried in this order. Each serves `<base><name>.gz`.
+pub const MIRRORS: [&str; 2] = ["https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"];
+
+/// SHA-256 of each decompressed file (identical to the official files).
+pub const SHA256_RAW: [(&str, &str); 4] = [
+    ("train-images-idx3-ubyte", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
+    ("train-labels-idx1-ubyte", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
+    ("t10k-images-idx3-ubyte", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
+    ("t10k-labels-idx1-ubyte", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
+];
+
+/// The largest download we accept (the biggest MNIST file is 9.9 MB gzipped).
+const MAX_DOWNLOAD: u64 = 64 << 20;
+
+/// The known SHA-256 (hex) of the decompressed file `name`, if it is one of MNIST's four.
+pub fn expected_sha256(name: &str) -> Option<&'static str> {
+    SHA256_RAW.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Downloads every MNIST file missing from `dir` (creating `dir`), trying `mirrors` in order.
+/// `log` receives one line per action. Returns the paths written.
+pub fn download_missing(dir: &Path, mirrors: &[&str], mut log: impl FnMut(&str)) -> Result<Vec<PathBuf>> {
+    let missing: Vec<&str> = FILE_NAMES.iter().copied().filter(|n| !crate::data::file_path(dir, n).is_file()).collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| MnistError::io(dir, e))?;
+    let agent = agent();
+    let mut written = Vec::new();
+    for name in missing {
+        written.push(download_file(&agent, dir, name, mirrors, &mut log)?);
+    }
+    Ok(written)
+}
+
+/// An HTTP agent with timeouts, so a dead mirror fails instead of hanging.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(Duration::from_secs(15)))
+        .timeout_global(Some(Duration::from_secs(300)))
+        .build()
+        .into()
+}
+
+/// Downloads `<mirror><name>.gz` from the first mirror that serves it with the right checksum
+/// and writes it to `dir/<name>.gz` atomically.
+pub fn download_file(
+    agent: &ureq::Agent,
+    dir: &Path,
+    name: &str,
+    mirrors: &[&str],
+    log: &mut impl FnMut(&str),
+) -> Result<PathBuf> {
+    let expected = expected_sha256(name).ok_or_else(|| MnistError::InvalidArgument(format!("{name} is not an MNIST file")))?;
+    let target = dir.join(format!("{name}.gz"));
+    let mut attempts = Vec::new();
+    for base in mirrors {
+        let url = format!("{base}{name}.gz");
+        log(&format!("downloading {url}"));
+        match fetch_verified(agent, &url, expected) {
+            Ok(bytes) => {
+                write_atomically(&target, &bytes)?;
+                log(&format!("  {} bytes, SHA-256 ok -> {}", bytes.len(), target.display()));
+                return Ok(target);
+            }
+            Err(why) => {
+                log(&format!("  failed: {why}"));
+                attempts.push(format!("{url}: {why}"));
+            }
+        }
+    }
+    Err(MnistError::Download { file: format!("{name}.gz"), attempts })
+}
+
+/// GETs `url` and checks the SHA-256 of its decompressed body. `Err` says why it is unusable.
+fn fetch_verified(agent: &ureq::Agent, url: &str, expected: &str) -> Result<Vec<u8>, String> {
+    let mut response = agent.get(url).call().map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    response
+        .body_mut()
+        .as_reader()
+        .take(MAX_DOWNLOAD + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("download interrupted: {e}"))?;
+    if bytes.len() as u64 > MAX_DOWNLOAD {
+        return Err(format!("more than {} MiB: not an MNIST file", MAX_DOWNLOAD >> 20));
+    }
+    let raw = gunzip(&bytes)?;
+    let got = sha256_hex(&raw);
+    if got != expected {
+        return Err(format!("checksum mismatch: SHA-256 of the decompressed data is {got}, expected {expected}"));
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `target` through a temporary file in the same folder, flushed, then
+/// renamed: readers see either no file or the whole file.
+pub fn write_atomically(target: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".partial-")
+        .tempfile_in(dir)
+        .map_err(|e| MnistError::io(dir, e))?;
+    tmp.write_all(bytes).map_err(|e| MnistError::io(tmp.path(), e))?;
+    tmp.as_file().sync_all().map_err(|e| MnistError::io(tmp.path(), e))?;
+    // On error `persist` hands the temporary file back; dropping it deletes it.
+    tmp.persist(target).map_err(|e| MnistError::io(target, e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_has_a_sum() {
+        for name in FILE_NAMES {
+            assert_eq!(expected_sha256(name).map(str::len), Some(64), "{name}");
+        }
+        assert!(expected_sha256("other").is_none());
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn atomic_write_leaves_only_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("f.gz");
+        write_atomically(&target, b"hello").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}
