@@ -1,5 +1,6 @@
-//! The GPU trainer: allocates a network's tensors once (through the [`BufferManager`]), turns
-//! each op of its tapes into a prepared dispatch once, and from then on only records.
+//! The GPU side: [`GpuTape`] allocates a list of tensors once (through the [`BufferManager`])
+//! and turns each op of a tape into a prepared dispatch once; [`GpuTrainer`] trains a network
+//! with it, and from then on only records.
 //!
 //! A training step is the list of prepared dispatches of the train tape, recorded into the
 //! caller's compute pass: no buffer, bind group or pipeline is made, nothing is read back, and
@@ -16,7 +17,7 @@ use gpu_matmul::{GpuMatrix, MatmulCall, Transpose};
 use crate::buffers::{Allocations, BufferManager};
 use crate::kernels::{BatchUniform, KernelId, Kernels, OptUniform, Params4};
 use crate::network::{COUNTER_STEP, COUNTERS, join_parameters, split_parameters};
-use crate::tape::{Dim, Op, Product, View};
+use crate::tape::{Dim, Elem, Op, Product, TensorId, TensorInfo, View};
 use crate::{Activation, Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
 
 /// One prepared op: everything a recording needs, made once.
@@ -39,90 +40,82 @@ impl Step {
     }
 }
 
-/// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
-pub struct GpuTrainer {
-    net: Network,
+/// A prepared tape inside a [`GpuTape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramId(usize);
+
+/// Tensors on the GPU, and tapes of ops prepared as dispatches over them.
+pub struct GpuTape {
     max_batch: usize,
     batch: AtomicUsize,
     manager: BufferManager,
-    /// One buffer per tensor of `net.tensors`.
+    /// One buffer per tensor, in the order given to [`GpuTape::new`].
     buffers: Vec<wgpu::Buffer>,
+    elems: Vec<Elem>,
     batch_uniform: wgpu::Buffer,
-    train: Vec<Step>,
-    eval: Vec<Step>,
-    predict: Vec<Step>,
+    /// Bound where a kernel has a binding the op does not use (the fused output layer's `dh`
+    /// when there is no layer below it).
+    placeholder: wgpu::Buffer,
+    programs: Vec<Vec<Step>>,
 }
 
-impl GpuTrainer {
-    /// A trainer with the fused kernels, for batches of up to `max_batch` rows, parameters from
-    /// `spec.init_parameters(seed)`. Compiles the kernels it needs.
-    pub fn new(
-        ctx: &GpuContext,
-        spec: &NetworkSpec,
-        optimizer: Optimizer,
-        max_batch: usize,
-        seed: u64,
-    ) -> Result<Self, LayersError> {
-        Self::with_options(ctx, &Kernels::new(), spec, optimizer, max_batch, seed, Fusion::Fused)
-    }
-
-    /// Like [`GpuTrainer::new`], sharing compiled `kernels` and choosing the tapes' [`Fusion`].
-    pub fn with_options(
-        ctx: &GpuContext,
-        kernels: &Arc<Kernels>,
-        spec: &NetworkSpec,
-        optimizer: Optimizer,
-        max_batch: usize,
-        seed: u64,
-        fusion: Fusion,
-    ) -> Result<Self, LayersError> {
+impl GpuTape {
+    /// Allocates every tensor, zeroed, for batches of up to `max_batch` rows.
+    pub fn new(ctx: &GpuContext, tensors: &[TensorInfo], max_batch: usize) -> Result<Self, LayersError> {
         if max_batch == 0 {
             return Err(LayersError::Batch { batch: 0, max_batch });
         }
-        let net = Network::new(spec, optimizer, fusion)?;
         let manager = BufferManager::new();
-        let mut buffers = Vec::with_capacity(net.tensors.len());
-        for t in &net.tensors {
+        let mut buffers = Vec::with_capacity(tensors.len());
+        for t in tensors {
             buffers.push(manager.storage(ctx, &t.name, 4 * t.capacity(max_batch) as u64)?);
         }
         let batch_uniform = manager.uniform(ctx, "batch", &BatchUniform::new(max_batch));
-        // The fused output layer of a network without hidden layers has no `dh` to write; it is
-        // bound to this placeholder.
-        let placeholder = manager.storage(ctx, "unused dh", 16)?;
-        let mut trainer = Self {
-            net,
+        let placeholder = manager.storage(ctx, "placeholder", 16)?;
+        Ok(Self {
             max_batch,
             batch: AtomicUsize::new(max_batch),
             manager,
             buffers,
+            elems: tensors.iter().map(|t| t.elem).collect(),
             batch_uniform,
-            train: Vec::new(),
-            eval: Vec::new(),
-            predict: Vec::new(),
-        };
-        let prep = |t: &Self, ops: &[Op]| -> Result<Vec<Step>, LayersError> {
-            ops.iter().map(|op| t.prepare(ctx, kernels, op, &placeholder)).collect()
-        };
-        trainer.train = prep(&trainer, &trainer.net.train)?;
-        trainer.eval = prep(&trainer, &trainer.net.eval)?;
-        trainer.predict = prep(&trainer, &trainer.net.predict)?;
-        trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
-        Ok(trainer)
+            placeholder,
+            programs: Vec::new(),
+        })
     }
 
-    pub fn network(&self) -> &Network {
-        &self.net
+    /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording.
+    pub fn add_program(&mut self, ctx: &GpuContext, kernels: &Kernels, ops: &[Op]) -> Result<ProgramId, LayersError> {
+        let steps = ops.iter().map(|op| self.prepare(ctx, kernels, op)).collect::<Result<Vec<_>, _>>()?;
+        self.programs.push(steps);
+        let id = ProgramId(self.programs.len() - 1);
+        self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
+        Ok(id)
     }
 
-    /// `[max_batch, input]` f32, row-major: write a batch here (e.g. with a gather kernel), then
-    /// [`GpuTrainer::set_batch`] and record a step.
-    pub fn input(&self) -> &wgpu::Buffer {
-        &self.buffers[self.net.input.0]
+    /// Records every dispatch of `program` into `pass`.
+    pub fn record(&self, program: ProgramId, pass: &mut wgpu::ComputePass<'_>) {
+        self.programs[program.0].iter().for_each(|s| s.record(pass));
     }
 
-    /// `[max_batch]` u32: the labels of the batch in [`GpuTrainer::input`].
-    pub fn labels(&self) -> &wgpu::Buffer {
-        &self.buffers[self.net.labels.0]
+    /// Records `program` `times` times into one pass and submits it. Does not wait.
+    pub fn run(&self, ctx: &GpuContext, program: ProgramId, times: usize) -> Result<(), LayersError> {
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tape") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("tape"), timestamp_writes: None });
+            (0..times).for_each(|_| self.record(program, &mut pass));
+        }
+        ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
+        Ok(())
+    }
+
+    /// Dispatches one recording of `program` makes.
+    pub fn dispatches(&self, program: ProgramId) -> usize {
+        self.programs[program.0].len()
+    }
+
+    pub fn buffer(&self, t: TensorId) -> &wgpu::Buffer {
+        &self.buffers[t.0]
     }
 
     pub fn max_batch(&self) -> usize {
@@ -134,25 +127,19 @@ impl GpuTrainer {
         self.batch.load(Ordering::Relaxed)
     }
 
-    /// Dispatches one recorded training step makes.
-    pub fn dispatches_per_step(&self) -> usize {
-        self.train.len()
-    }
-
-    /// Buffers, bind groups and bytes this trainer has allocated (all of it at construction).
+    /// Buffers, bind groups and bytes allocated so far.
     pub fn allocations(&self) -> Allocations {
         self.manager.allocations()
     }
 
     /// Sets the live batch size (1 to `max_batch`) for the NEXT SUBMISSION: it writes the batch
-    /// uniform through the queue, so it applies to every step of that submission. A smaller
-    /// last batch therefore goes in a submission of its own.
+    /// uniform (and stage 03's shape uniforms) through the queue.
     pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
         if batch == 0 || batch > self.max_batch {
             return Err(LayersError::Batch { batch, max_batch: self.max_batch });
         }
         ctx.queue.write_buffer(&self.batch_uniform, 0, bytemuck::bytes_of(&BatchUniform::new(batch)));
-        for step in self.train.iter().chain(&self.eval).chain(&self.predict) {
+        for step in self.programs.iter().flatten() {
             if let Step::Matmul { call, dims } = step {
                 call.set_dims(ctx, dims.0.at(batch), dims.1.at(batch), dims.2.at(batch))?;
             }
@@ -161,119 +148,46 @@ impl GpuTrainer {
         Ok(())
     }
 
-    /// Uploads `x: [rows, input]` and `labels: [rows]` (checked: widths, counts, label range)
-    /// and sets the batch to `rows`. For data already on the GPU, write into
-    /// [`GpuTrainer::input`] / [`GpuTrainer::labels`] instead.
-    pub fn write_batch<L: Copy + Into<u32>>(&self, ctx: &GpuContext, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
-        let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
-        self.net.check_batch(x.rows, x.cols, &labels, self.max_batch)?;
-        ctx.queue.write_buffer(self.input(), 0, bytemuck::cast_slice(&x.data));
-        ctx.queue.write_buffer(self.labels(), 0, bytemuck::cast_slice(&labels));
-        self.set_batch(ctx, x.rows)
+    /// Writes `data` at the start of f32 tensor `t` (takes effect at the next submit).
+    pub fn write_f32(&self, ctx: &GpuContext, t: TensorId, data: &[f32]) -> Result<(), LayersError> {
+        self.write(ctx, t, Elem::F32, bytemuck::cast_slice(data))
     }
 
-    /// Records one training step (forward, loss, backward, optimizer) into `pass`. The loss sum
-    /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
-    pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.train.iter().for_each(|s| s.record(pass));
+    /// Writes `data` at the start of u32 tensor `t`.
+    pub fn write_u32(&self, ctx: &GpuContext, t: TensorId, data: &[u32]) -> Result<(), LayersError> {
+        self.write(ctx, t, Elem::U32, bytemuck::cast_slice(data))
     }
 
-    /// Records forward + loss only (no gradients, no update); adds to the same metrics.
-    pub fn record_eval(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.eval.iter().for_each(|s| s.record(pass));
-    }
-
-    /// Convenience: `steps` training steps on the batch already in place, one command buffer,
-    /// one compute pass, one submit. Does not wait for the GPU.
-    pub fn train_steps(&self, ctx: &GpuContext, steps: usize) -> Result<(), LayersError> {
-        self.submit(ctx, "train steps", |pass| (0..steps).for_each(|_| self.record_step(pass)))
-    }
-
-    /// Convenience: one evaluation of the batch in place, submitted. Does not wait.
-    pub fn eval(&self, ctx: &GpuContext) -> Result<(), LayersError> {
-        self.submit(ctx, "eval", |pass| self.record_eval(pass))
-    }
-
-    fn submit(&self, ctx: &GpuContext, label: &str, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> Result<(), LayersError> {
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
-            record(&mut pass);
-        }
-        ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
-        Ok(())
-    }
-
-    /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
-    /// GPU. Errors if the loss is NaN or infinite, or if labels out of range were met.
-    pub fn take_metrics(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
-        let counters = &self.buffers[self.net.counters.0];
-        let c: Vec<u32> = ctx.read(counters, COUNTERS)?;
-        // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
-        ctx.queue.write_buffer(counters, 0, bytemuck::cast_slice(&[0u32; COUNTER_STEP]));
-        self.net.metrics_from_counters(&c)
-    }
-
-    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU.
-    pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        self.read_layers(ctx, |l| l.params)
-    }
-
-    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`].
-    pub fn gradients(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        self.read_layers(ctx, |l| l.grads)
-    }
-
-    fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> crate::TensorId) -> Result<Vec<Matrix>, LayersError> {
-        let mut flat = Vec::new();
-        for l in &self.net.layers {
-            flat.push(ctx.read::<f32>(&self.buffers[which(l).0], (l.inputs + 1) * l.outputs)?);
-        }
-        Ok(split_parameters(&self.net.spec, &flat))
-    }
-
-    /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
-    /// and step count. Takes effect at the next submit.
-    pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
-        let flat = join_parameters(&self.net.spec, params)?;
-        for (layer, p) in self.net.layers.iter().zip(&flat) {
-            ctx.queue.write_buffer(&self.buffers[layer.params.0], 0, bytemuck::cast_slice(p));
-            let state = &self.buffers[layer.state.0];
-            ctx.queue.write_buffer(state, 0, &vec![0u8; state.size() as usize]);
-        }
-        let counters = &self.buffers[self.net.counters.0];
-        ctx.queue.write_buffer(counters, 4 * COUNTER_STEP as u64, bytemuck::bytes_of(&0u32));
-        Ok(())
-    }
-
-    /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run
-    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
-    pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
-        let spec = &self.net.spec;
-        if x.cols != spec.input || x.rows == 0 {
+    fn write(&self, ctx: &GpuContext, t: TensorId, elem: Elem, bytes: &[u8]) -> Result<(), LayersError> {
+        let buffer = &self.buffers[t.0];
+        if self.elems[t.0] != elem || bytes.len() as u64 > buffer.size() {
             return Err(LayersError::Shape {
-                what: "input".into(),
-                expected: format!("[rows >= 1, {}]", spec.input),
-                got: format!("[{}, {}]", x.rows, x.cols),
+                what: format!("write to tensor {}", t.0),
+                expected: format!("at most {} bytes of {:?}", buffer.size(), self.elems[t.0]),
+                got: format!("{} bytes of {elem:?}", bytes.len()),
             });
         }
-        let previous = self.batch();
-        let mut probs = Vec::with_capacity(x.rows * spec.output);
-        for chunk in x.data.chunks(self.max_batch * x.cols) {
-            let rows = chunk.len() / x.cols;
-            ctx.queue.write_buffer(self.input(), 0, bytemuck::cast_slice(chunk));
-            self.set_batch(ctx, rows)?;
-            self.submit(ctx, "predict", |pass| self.predict.iter().for_each(|s| s.record(pass)))?;
-            probs.extend(ctx.read::<f32>(&self.buffers[self.net.out.0], rows * spec.output)?);
+        if !bytes.is_empty() {
+            ctx.queue.write_buffer(buffer, 0, bytes);
         }
-        self.set_batch(ctx, previous)?;
-        Ok(Matrix::new(x.rows, spec.output, probs)?)
+        Ok(())
+    }
+
+    /// Reads the first `len` values of f32 tensor `t` (waits for the GPU).
+    pub fn read_f32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<f32>, LayersError> {
+        Ok(ctx.read(&self.buffers[t.0], len)?)
+    }
+
+    /// Reads the first `len` values of u32 tensor `t` (waits for the GPU).
+    pub fn read_u32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<u32>, LayersError> {
+        Ok(ctx.read(&self.buffers[t.0], len)?)
     }
 
     /// Builds the dispatch for one op: uniforms, bind group, workgroup counts.
-    fn prepare(&self, ctx: &GpuContext, kernels: &Kernels, op: &Op, placeholder: &wgpu::Buffer) -> Result<Step, LayersError> {
+    fn prepare(&self, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Step, LayersError> {
+        let placeholder = &self.placeholder;
         let m = &self.manager;
-        let buf = |v: crate::TensorId| &self.buffers[v.0];
+        let buf = |v: TensorId| &self.buffers[v.0];
         let rows = |v: &View| v.rows.at(self.max_batch);
         let batch = &self.batch_uniform;
         let name = op.kernel_name();
@@ -305,11 +219,11 @@ impl GpuTrainer {
                 kernel(KernelId::BiasAdd, &p4(y.cols, offset, 0, 0), &[buf(y.tensor), buf(bias), batch], elementwise(rows(&y) * y.cols)?)
             }
             Op::Activate { y, act: a } => {
-                kernel(KernelId::ActivationForward, &p4(y.cols, 0, act(a), 0), &[buf(y.tensor), batch], elementwise(rows(&y) * y.cols)?)
+                kernel(KernelId::ActivationForward, &p4(y.cols, act(a) as usize, 0, 0), &[buf(y.tensor), batch], elementwise(rows(&y) * y.cols)?)
             }
             Op::ActivateBackward { dy, y, act: a } => kernel(
                 KernelId::ActivationBackward,
-                &p4(dy.cols, 0, act(a), 0),
+                &p4(dy.cols, act(a) as usize, 0, 0),
                 &[buf(dy.tensor), buf(y.tensor), batch],
                 elementwise(rows(&dy) * dy.cols)?,
             ),
@@ -374,6 +288,188 @@ impl GpuTrainer {
                 )
             }
         }
+    }
+}
+
+/// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
+pub struct GpuTrainer {
+    net: Network,
+    tape: GpuTape,
+    train: ProgramId,
+    eval: ProgramId,
+    predict: ProgramId,
+}
+
+impl GpuTrainer {
+    /// A trainer with the fused kernels, for batches of up to `max_batch` rows, parameters from
+    /// `spec.init_parameters(seed)`. Compiles the kernels it needs.
+    pub fn new(
+        ctx: &GpuContext,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+    ) -> Result<Self, LayersError> {
+        Self::with_options(ctx, &Kernels::new(), spec, optimizer, max_batch, seed, Fusion::Fused)
+    }
+
+    /// Like [`GpuTrainer::new`], sharing compiled `kernels` and choosing the tapes' [`Fusion`].
+    pub fn with_options(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+        fusion: Fusion,
+    ) -> Result<Self, LayersError> {
+        let net = Network::new(spec, optimizer, fusion)?;
+        let mut tape = GpuTape::new(ctx, &net.tensors, max_batch)?;
+        let train = tape.add_program(ctx, kernels, &net.train)?;
+        let eval = tape.add_program(ctx, kernels, &net.eval)?;
+        let predict = tape.add_program(ctx, kernels, &net.predict)?;
+        let trainer = Self { net, tape, train, eval, predict };
+        trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
+        Ok(trainer)
+    }
+
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+
+    /// `[max_batch, input]` f32, row-major: write a batch here (e.g. with a gather kernel), then
+    /// [`GpuTrainer::set_batch`] and record a step.
+    pub fn input(&self) -> &wgpu::Buffer {
+        self.tape.buffer(self.net.input)
+    }
+
+    /// `[max_batch]` u32: the labels of the batch in [`GpuTrainer::input`].
+    pub fn labels(&self) -> &wgpu::Buffer {
+        self.tape.buffer(self.net.labels)
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.tape.max_batch()
+    }
+
+    /// The batch size the next submission runs with.
+    pub fn batch(&self) -> usize {
+        self.tape.batch()
+    }
+
+    /// Dispatches one recorded training step makes.
+    pub fn dispatches_per_step(&self) -> usize {
+        self.tape.dispatches(self.train)
+    }
+
+    /// Buffers, bind groups and bytes this trainer has allocated (all of it at construction).
+    pub fn allocations(&self) -> Allocations {
+        self.tape.allocations()
+    }
+
+    /// Sets the live batch size (1 to `max_batch`) for the NEXT SUBMISSION: it writes the batch
+    /// uniform through the queue, so it applies to every step of that submission. A smaller
+    /// last batch therefore goes in a submission of its own.
+    pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
+        self.tape.set_batch(ctx, batch)
+    }
+
+    /// Uploads `x: [rows, input]` and `labels: [rows]` (checked: widths, counts, label range)
+    /// and sets the batch to `rows`. For data already on the GPU, write into
+    /// [`GpuTrainer::input`] / [`GpuTrainer::labels`] instead.
+    pub fn write_batch<L: Copy + Into<u32>>(&self, ctx: &GpuContext, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
+        let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
+        self.net.check_batch(x.rows, x.cols, &labels, self.max_batch())?;
+        self.tape.write_f32(ctx, self.net.input, &x.data)?;
+        self.tape.write_u32(ctx, self.net.labels, &labels)?;
+        self.set_batch(ctx, x.rows)
+    }
+
+    /// Records one training step (forward, loss, backward, optimizer) into `pass`. The loss sum
+    /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
+    pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record(self.train, pass);
+    }
+
+    /// Records forward + loss only (no gradients, no update); adds to the same metrics.
+    pub fn record_eval(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record(self.eval, pass);
+    }
+
+    /// Convenience: `steps` training steps on the batch already in place, one command buffer,
+    /// one compute pass, one submit. Does not wait for the GPU.
+    pub fn train_steps(&self, ctx: &GpuContext, steps: usize) -> Result<(), LayersError> {
+        self.tape.run(ctx, self.train, steps)
+    }
+
+    /// Convenience: one evaluation of the batch in place, submitted. Does not wait.
+    pub fn eval(&self, ctx: &GpuContext) -> Result<(), LayersError> {
+        self.tape.run(ctx, self.eval, 1)
+    }
+
+    /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
+    /// GPU. Errors if the loss is NaN or infinite, or if labels out of range were met.
+    pub fn take_metrics(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
+        let c = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
+        // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
+        self.tape.write_u32(ctx, self.net.counters, &[0; COUNTER_STEP])?;
+        self.net.metrics_from_counters(&c)
+    }
+
+    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU.
+    pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
+        self.read_layers(ctx, |l| l.params)
+    }
+
+    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`].
+    pub fn gradients(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
+        self.read_layers(ctx, |l| l.grads)
+    }
+
+    fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
+        let mut flat = Vec::new();
+        for l in &self.net.layers {
+            flat.push(self.tape.read_f32(ctx, which(l), (l.inputs + 1) * l.outputs)?);
+        }
+        Ok(split_parameters(&self.net.spec, &flat))
+    }
+
+    /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
+    /// and step count. Takes effect at the next submit.
+    pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
+        let flat = join_parameters(&self.net.spec, params)?;
+        for (layer, p) in self.net.layers.iter().zip(&flat) {
+            self.tape.write_f32(ctx, layer.params, p)?;
+            let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
+            self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
+        }
+        let mut counters = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
+        counters[COUNTER_STEP] = 0;
+        self.tape.write_u32(ctx, self.net.counters, &counters)
+    }
+
+    /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run
+    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
+    pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
+        let spec = &self.net.spec;
+        if x.cols != spec.input || x.rows == 0 {
+            return Err(LayersError::Shape {
+                what: "input".into(),
+                expected: format!("[rows >= 1, {}]", spec.input),
+                got: format!("[{}, {}]", x.rows, x.cols),
+            });
+        }
+        let previous = self.batch();
+        let mut probs = Vec::with_capacity(x.rows * spec.output);
+        for chunk in x.data.chunks(self.max_batch() * x.cols) {
+            let rows = chunk.len() / x.cols;
+            self.tape.write_f32(ctx, self.net.input, chunk)?;
+            self.set_batch(ctx, rows)?;
+            self.tape.run(ctx, self.predict, 1)?;
+            probs.extend(self.tape.read_f32(ctx, self.net.out, rows * spec.output)?);
+        }
+        self.set_batch(ctx, previous)?;
+        Ok(Matrix::new(x.rows, spec.output, probs)?)
     }
 }
 

@@ -51,10 +51,10 @@ mod spec;
 pub mod tape;
 
 pub use buffers::{Allocations, BufferManager};
-pub use cpu_trainer::CpuTrainer;
+pub use cpu_trainer::{CpuTape, CpuTrainer};
 pub use error::LayersError;
-pub use gpu_trainer::GpuTrainer;
+pub use gpu_trainer::{GpuTape, GpuTrainer, ProgramId};
 pub use kernels::{KernelId, Kernels};
 pub use network::{ActivationLayer, Fusion, Linear, Network, SoftmaxCrossEntropy};
 pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
-pub use tape::{Dim, Mode, Op, Product, TensorId, View};
+pub use tape::{Dim, Elem, Mode, Op, Product, TensorId, TensorInfo, View};
