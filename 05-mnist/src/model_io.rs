@@ -1,0 +1,305 @@
+//! Saving and loading a trained network as safetensors, and running it on the CPU.
+//!
+//! [safetensors](https://huggingface.co/docs/safetensors) is a JSON header (names, dtypes,
+//! shapes, byte ranges, free-form string metadata) followed by raw little-endian tensor bytes:
+//! safe to load (no code runs), and readable from Python with `safetensors.numpy.load_file`.
+//! Our layout, for `784-128-10`:
+//! ```text
+//! layers.0.weight  F32 [784, 128]   W1, row-major [in, out]: y = x W + b
+//! layers.0.bias    F32 [128]
+//! layers.1.weight  F32 [128, 10]
+//! layers.1.bias    F32 [10]
+//! metadata: format = mnist-mlp-v1, input = 784, hidden = 128 (comma list, may be empty),
+//!           output = 10, activation = relu, input_norm = (p/255 - 0.1307) / 0.3081
+//! ```
+//! Loading trusts nothing: the metadata must describe a valid network, every tensor it implies
+//! must be present with the right dtype and shape, no other tensor may be there, and every
+//! value must be finite.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use cpu_matrix::Matrix;
+use gpu_layers::{Activation, CpuTrainer, NetworkSpec, Optimizer};
+use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+
+use crate::data::{CLASSES, PIXELS, normalize_into};
+use crate::error::{MnistError, Result};
+
+/// The value of the `format` metadata key.
+pub const FORMAT: &str = "mnist-mlp-v1";
+
+/// A trained network: its shape and its parameters `[W1, b1, W2, b2, ...]`,
+/// `W: [in, out]`, `b: [1, out]` (stage 04's layout).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub spec: NetworkSpec,
+    pub params: Vec<Matrix>,
+}
+
+impl Model {
+    /// Checks `params` against `spec` (count and shapes).
+    pub fn new(spec: NetworkSpec, params: Vec<Matrix>) -> Result<Self> {
+        spec.check_parameters(&params).map_err(|e| MnistError::Layers(e.to_string()))?;
+        Ok(Self { spec, params })
+    }
+
+    /// A CPU network with these parameters, for `eval` and `predict`.
+    pub fn classifier(&self) -> Result<Classifier> {
+        Classifier::new(self)
+    }
+}
+
+fn tensor_names(layer: usize) -> (String, String) {
+    (format!("layers.{layer}.weight"), format!("layers.{layer}.bias"))
+}
+
+/// Writes `model` to `path` as safetensors (through a temporary file and a rename).
+pub fn save_model(path: &Path, model: &Model) -> Result<()> {
+    let spec = &model.spec;
+    let bytes: Vec<Vec<u8>> = model.params.iter().map(|m| m.data.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+    let mut tensors = BTreeMap::new();
+    for (l, &(i, o)) in spec.layer_shapes().iter().enumerate() {
+        let (w, b) = tensor_names(l);
+        let view = |k: usize, shape: Vec<usize>| {
+            TensorView::new(Dtype::F32, shape, &bytes[k]).map_err(|e| MnistError::Model { path: path.to_path_buf(), msg: e.to_string() })
+        };
+        tensors.insert(w, view(2 * l, vec![i, o])?);
+        tensors.insert(b, view(2 * l + 1, vec![o])?);
+    }
+    let hidden: Vec<String> = spec.hidden.iter().map(|h| h.to_string()).collect();
+    let metadata = HashMap::from([
+        ("format".to_string(), FORMAT.to_string()),
+        ("input".to_string(), spec.input.to_string()),
+        ("hidden".to_string(), hidden.join(",")),
+        ("output".to_string(), spec.output.to_string()),
+        ("activation".to_string(), spec.activation.name().to_string()),
+        ("input_norm".to_string(), "(p/255 - 0.1307) / 0.3081".to_string()),
+    ]);
+    let data = safetensors::serialize(tensors, Some(metadata))
+        .map_err(|e| MnistError::Model { path: path.to_path_buf(), msg: format!("serializing: {e}") })?;
+    crate::download::write_atomically(path, &data)
+}
+
+/// Reads and checks a model written by [`save_model`].
+pub fn load_model(path: &Path) -> Result<Model> {
+    let bytes = std::fs::read(path).map_err(|e| MnistError::io(path, e))?;
+    parse_model(&bytes).map_err(|msg| MnistError::Model { path: path.to_path_buf(), msg })
+}
+
+/// [`load_model`] on bytes; `Err` says what is wrong.
+pub fn parse_model(bytes: &[u8]) -> Result<Model, String> {
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| format!("not a safetensors file ({e})"))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file ({e})"))?;
+    let meta = header.metadata().as_ref().ok_or("no metadata: not written by `mnist train --save`")?;
+    let get = |key: &str| meta.get(key).ok_or_else(|| format!("metadata key `{key}` is missing"));
+    if get("format")? != FORMAT {
+        return Err(format!("format `{}`, expected `{FORMAT}`", get("format")?));
+    }
+    let size = |key: &str, text: &str| -> Result<usize, String> {
+        text.trim().parse::<usize>().map_err(|_| format!("metadata `{key}` = `{text}` is not a size"))
+    };
+    let input = size("input", get("input")?)?;
+    let output = size("output", get("output")?)?;
+    let hidden_text = get("hidden")?;
+    let hidden = if hidden_text.trim().is_empty() {
+        Vec::new()
+    } else {
+        hidden_text.split(',').map(|h| size("hidden", h)).collect::<Result<Vec<_>, _>>()?
+    };
+    let activation = match get("activation")?.as_str() {
+        "relu" => Activation::Relu,
+        "tanh" => Activation::Tanh,
+        other => return Err(format!("unknown activation `{other}`")),
+    };
+    if input != PIXELS || output != CLASSES {
+        return Err(format!("a {input} -> {output} network; MNIST models map 784 pixels to 10 classes"));
+    }
+    let spec = NetworkSpec::new(input, &hidden, output).map_err(|e| e.to_string())?.with_activation(activation);
+
+    let shapes = spec.layer_shapes();
+    let expected: Vec<(String, Vec<usize>)> = shapes
+        .iter()
+        .enumerate()
+        .flat_map(|(l, &(i, o))| {
+            let (w, b) = tensor_names(l);
+            [(w, vec![i, o]), (b, vec![o])]
+        })
+        .collect();
+    let mut extra: Vec<&str> = st.names().into_iter().filter(|n| !expected.iter().any(|(e, _)| e == n)).collect();
+    extra.sort();
+    if !extra.is_empty() {
+        return Err(format!("unexpected tensors {extra:?} for a {} network", spec.describe()));
+    }
+    let mut params = Vec::with_capacity(expected.len());
+    for (name, shape) in &expected {
+        let t = st.tensor(name).map_err(|_| format!("tensor `{name}` is missing (a {} network needs it)", spec.describe()))?;
+        if t.dtype() != Dtype::F32 {
+            return Err(format!("tensor `{name}` is {:?}, expected F32", t.dtype()));
+        }
+        if t.shape() != shape.as_slice() {
+            return Err(format!("tensor `{name}` has shape {:?}, expected {shape:?} for a {} network", t.shape(), spec.describe()));
+        }
+        let values: Vec<f32> = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(format!("tensor `{name}` holds {} at index {i}", values[i]));
+        }
+        let (rows, cols) = if shape.len() == 2 { (shape[0], shape[1]) } else { (1, shape[0]) };
+        params.push(Matrix::new(rows, cols, values).map_err(|e| e.to_string())?);
+    }
+    Model::new(spec, params).map_err(|e| e.to_string())
+}
+
+/// A network on the CPU that classifies u8 images (normalized like training).
+pub struct Classifier {
+    net: CpuTrainer,
+}
+
+/// Images per forward pass.
+const CHUNK: usize = 500;
+
+impl Classifier {
+    pub fn new(model: &Model) -> Result<Self> {
+        let layers = |e: gpu_layers::LayersError| MnistError::Layers(e.to_string());
+        // The optimizer is never used: this network only predicts.
+        let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0).map_err(layers)?;
+        net.load_parameters(&model.params).map_err(layers)?;
+        Ok(Self { net })
+    }
+
+    /// `images: [n, 784]` u8 -> probabilities `[n, 10]` row-major.
+    pub fn probabilities(&mut self, images: &[u8]) -> Result<Vec<f32>> {
+        if images.len() % PIXELS != 0 {
+            return Err(MnistError::InvalidArgument(format!("{} bytes is not a whole number of 28x28 images", images.len())));
+        }
+        let mut out = Vec::with_capacity(images.len() / PIXELS * CLASSES);
+        for chunk in images.chunks(CHUNK * PIXELS) {
+            let rows = chunk.len() / PIXELS;
+            let mut x = Matrix::zeros(rows, PIXELS);
+            normalize_into(chunk, &mut x.data);
+            let p = self.net.predict_probs(&x).map_err(|e| MnistError::Layers(e.to_string()))?;
+            out.extend_from_slice(&p.data);
+        }
+        Ok(out)
+    }
+
+    /// `images: [n, 784]` u8 -> the most probable digit of each.
+    pub fn predict(&mut self, images: &[u8]) -> Result<Vec<u8>> {
+        Ok(self.probabilities(images)?.chunks(CLASSES).map(argmax).collect())
+    }
+}
+
+/// Index of the largest value (the first one on ties).
+pub fn argmax(row: &[f32]) -> u8 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(hidden: &[usize]) -> Model {
+        let spec = NetworkSpec::new(PIXELS, hidden, CLASSES).unwrap();
+        let params = spec.init_parameters(7);
+        Model::new(spec, params).unwrap()
+    }
+
+    #[test]
+    fn save_then_load_is_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        for hidden in [&[][..], &[16], &[12, 8]] {
+            let m = model(hidden);
+            let path = dir.path().join("m.safetensors");
+            save_model(&path, &m).unwrap();
+            assert_eq!(load_model(&path).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn broken_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        let m = model(&[16]);
+        save_model(&path, &m).unwrap();
+        let good = std::fs::read(&path).unwrap();
+
+        let err = parse_model(b"definitely not a model").unwrap_err();
+        assert!(err.contains("not a safetensors file"), "{err}");
+        let err = parse_model(&good[..good.len() - 100]).unwrap_err();
+        assert!(err.contains("not a safetensors file"), "{err}");
+
+        // Metadata that says 32 hidden units for 16-unit tensors.
+        let (from, to) = (b"\"hidden\":\"16\"", b"\"hidden\":\"32\"");
+        let at = good.windows(from.len()).position(|w| w == from).expect("hidden in the header");
+        let mut edited = good.clone();
+        edited[at..at + to.len()].copy_from_slice(to);
+        let err = parse_model(&edited).unwrap_err();
+        assert!(err.contains("layers.0.weight") && err.contains("[784, 16]") && err.contains("[784, 32]"), "{err}");
+
+        // A NaN weight.
+        let mut nan = m.clone();
+        nan.params[2].data[5] = f32::NAN;
+        save_model(&path, &nan).unwrap();
+        assert!(load_model(&path).unwrap_err().to_string().contains("NaN"));
+
+        // A missing file names the path.
+        assert!(load_model(&dir.path().join("none.safetensors")).unwrap_err().to_string().contains("none.safetensors"));
+    }
+
+    #[test]
+    fn wrong_tensor_sets_and_dtypes_are_named() {
+        let zeros = vec![0u8; 784 * 10 * 4];
+        let meta = |hidden: &str| {
+            Some(HashMap::from([
+                ("format".to_string(), FORMAT.to_string()),
+                ("input".to_string(), "784".to_string()),
+                ("hidden".to_string(), hidden.to_string()),
+                ("output".to_string(), "10".to_string()),
+                ("activation".to_string(), "relu".to_string()),
+            ]))
+        };
+        // Only the first layer of two.
+        let t = BTreeMap::from([
+            ("layers.0.weight".to_string(), TensorView::new(Dtype::F32, vec![784, 10], &zeros[..784 * 40]).unwrap()),
+            ("layers.0.bias".to_string(), TensorView::new(Dtype::F32, vec![10], &zeros[..40]).unwrap()),
+        ]);
+        let bytes = safetensors::serialize(t, meta("4")).unwrap();
+        let err = parse_model(&bytes).unwrap_err();
+        assert!(err.contains("layers.0.weight") && err.contains("[784, 4]"), "{err}");
+        // Softmax regression with f16 weights.
+        let t = BTreeMap::from([
+            ("layers.0.weight".to_string(), TensorView::new(Dtype::F16, vec![784, 10], &zeros[..784 * 20]).unwrap()),
+            ("layers.0.bias".to_string(), TensorView::new(Dtype::F32, vec![10], &zeros[..40]).unwrap()),
+        ]);
+        let err = parse_model(&safetensors::serialize(t, meta("")).unwrap()).unwrap_err();
+        assert!(err.contains("F16"), "{err}");
+        // An extra tensor.
+        let t = BTreeMap::from([
+            ("layers.0.weight".to_string(), TensorView::new(Dtype::F32, vec![784, 10], &zeros[..784 * 40]).unwrap()),
+            ("layers.0.bias".to_string(), TensorView::new(Dtype::F32, vec![10], &zeros[..40]).unwrap()),
+            ("layers.9.bias".to_string(), TensorView::new(Dtype::F32, vec![10], &zeros[..40]).unwrap()),
+        ]);
+        let err = parse_model(&safetensors::serialize(t, meta("")).unwrap()).unwrap_err();
+        assert!(err.contains("unexpected tensors") && err.contains("layers.9.bias"), "{err}");
+    }
+
+    #[test]
+    fn classifier_probabilities_sum_to_one() {
+        let m = model(&[8]);
+        let mut c = m.classifier().unwrap();
+        let images: Vec<u8> = (0..3 * PIXELS).map(|i| (i * 31 % 256) as u8).collect();
+        let p = c.probabilities(&images).unwrap();
+        assert_eq!(p.len(), 30);
+        for row in p.chunks(10) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        }
+        assert_eq!(c.predict(&images).unwrap().len(), 3);
+        assert_eq!(argmax(&[0.1, 0.7, 0.2]), 1);
+    }
+}
