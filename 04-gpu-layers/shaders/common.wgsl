@@ -18,14 +18,16 @@ const ACT_NONE: u32 = 0u;
 const ACT_RELU: u32 = 1u;
 const ACT_TANH: u32 = 2u;
 
+// Both activations let NaN through (max(NaN, 0) may return 0 on some GPUs and would hide a
+// broken input), so a NaN anywhere reaches the loss, where take_metrics reports it.
 fn activate(z: f32, act: u32) -> f32 {
     if act == ACT_RELU {
-        return max(z, 0.0);
+        return select(z, 0.0, z < 0.0);
     }
     if act == ACT_TANH {
-        // tanh(15) rounds to 1.0 in f32 anyway; the clamp keeps drivers that compute tanh as
-        // (e^2z - 1) / (e^2z + 1) away from inf / inf = NaN.
-        return tanh(clamp(z, -15.0, 15.0));
+        // tanh(15) rounds to 1.0 in f32 anyway; answering +-1 there keeps drivers that compute
+        // tanh as (e^2z - 1) / (e^2z + 1) away from inf / inf = NaN.
+        return select(tanh(z), sign(z), abs(z) > 15.0);
     }
     return z;
 }

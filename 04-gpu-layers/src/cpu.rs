@@ -12,12 +12,25 @@ use cpu_matrix::Matrix;
 use crate::tape::{Mode, Product};
 use crate::{Activation, LayersError, Optimizer};
 
-/// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`.
+/// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`, NaN
+/// passing through both activations.
 pub fn activate_value(z: f32, act: Option<Activation>) -> f32 {
     match act {
         None => z,
-        Some(Activation::Relu) => z.max(0.0),
-        Some(Activation::Tanh) => z.clamp(-15.0, 15.0).tanh(),
+        Some(Activation::Relu) => {
+            if z < 0.0 {
+                0.0
+            } else {
+                z
+            }
+        }
+        Some(Activation::Tanh) => {
+            if z.abs() > 15.0 {
+                z.signum()
+            } else {
+                z.tanh()
+            }
+        }
     }
 }
 

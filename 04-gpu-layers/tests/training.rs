@@ -1,0 +1,295 @@
+//! Whole training steps: the GPU trainer against the CPU trainer (the reference), the buffer
+//! manager's promise (no allocation per step), the metrics, and the errors.
+
+use std::sync::{Arc, OnceLock};
+
+use common::{GpuContext, assert_close, test_context};
+use cpu_matrix::Matrix;
+use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, NetworkSpec, Optimizer};
+
+fn kernels() -> &'static Arc<Kernels> {
+    static K: OnceLock<Arc<Kernels>> = OnceLock::new();
+    K.get_or_init(Kernels::new)
+}
+
+fn gpu(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, fusion: Fusion) -> GpuTrainer {
+    GpuTrainer::with_options(test_context(), kernels(), spec, opt, max_batch, 7, fusion).unwrap()
+}
+
+/// A batch of `rows` random inputs in [-1, 1] and labels below `classes`.
+fn batch(rows: usize, cols: usize, classes: usize, seed: u64) -> (Matrix, Vec<u32>) {
+    let x = Matrix::random_uniform(rows, cols, -1.0, 1.0, seed);
+    let labels = (0..rows).map(|r| ((r * 7 + seed as usize) % classes) as u32).collect();
+    (x, labels)
+}
+
+/// Parameters after a step: `lr * g` with g accurate to ~1e-6 relative. These tolerances
+/// (1e-4 relative + 1e-5 absolute) allow f32 summation-order differences over a few steps and
+/// fail on any real error (a wrong term moves a parameter by ~lr * 1e-2 or more).
+const PARAM_TOL: (f64, f64) = (1e-4, 1e-5);
+
+fn assert_params_close(ctx: &GpuContext, g: &GpuTrainer, c: &CpuTrainer, what: &str) {
+    for (i, (a, b)) in g.parameters(ctx).unwrap().iter().zip(c.parameters()).enumerate() {
+        if let Err(e) = common::check_close(&a.data, &b.data, PARAM_TOL.0, PARAM_TOL.1) {
+            panic!("{what}: parameter {i} ({}x{}): {e}", b.rows, b.cols);
+        }
+    }
+}
+
+/// Trains both devices on the same batches, the last one smaller, comparing the parameters
+/// after every step, the gradients of the first step and the metrics at the end.
+fn gpu_matches_cpu(spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
+    let ctx = test_context();
+    let max_batch = 17;
+    let g = gpu(spec, opt, max_batch, fusion);
+    let mut c = CpuTrainer::new(spec, opt, max_batch, 7).unwrap();
+    assert_params_close(ctx, &g, &c, "initial parameters");
+    for (step, rows) in [17, 17, 17, 6].into_iter().enumerate() {
+        let (x, labels) = batch(rows, spec.input, spec.output, step as u64);
+        g.write_batch(ctx, &x, &labels).unwrap();
+        g.train_steps(ctx, 1).unwrap();
+        c.train_step(&x, &labels).unwrap();
+        let what = format!("{} {} {fusion:?}, step {step} ({rows} rows)", spec.describe(), opt.describe());
+        if step == 0 || rows == 6 {
+            // Gradients: sums of `rows` products of values ~1 -> (1e-4, 1e-6) covers f32 rounding.
+            for (i, (a, b)) in g.gradients(ctx).unwrap().iter().zip(c.gradients()).enumerate() {
+                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
+                    panic!("{what}: gradient {i}: {e}");
+                }
+            }
+        }
+        assert_params_close(ctx, &g, &c, &what);
+    }
+    let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+    assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
+    assert_eq!(gm.rows, 17 * 3 + 6);
+    assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+}
+
+#[test]
+fn sgd_momentum_step_gpu_equals_cpu_fused_and_composed() {
+    let spec = NetworkSpec::new(13, &[17], 5).unwrap();
+    for fusion in [Fusion::Fused, Fusion::Composed] {
+        gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), fusion);
+    }
+}
+
+#[test]
+fn adam_step_gpu_equals_cpu_fused_and_composed() {
+    let spec = NetworkSpec::new(13, &[17], 5).unwrap();
+    for fusion in [Fusion::Fused, Fusion::Composed] {
+        gpu_matches_cpu(&spec, Optimizer::adam(1e-3), fusion);
+    }
+}
+
+#[test]
+fn deeper_tanh_and_hidden_free_networks_gpu_equals_cpu() {
+    let deep = NetworkSpec::new(9, &[17, 6], 3).unwrap().with_activation(Activation::Tanh);
+    let flat = NetworkSpec::new(9, &[], 4).unwrap();
+    for spec in [deep, flat] {
+        for fusion in [Fusion::Fused, Fusion::Composed] {
+            gpu_matches_cpu(&spec, Optimizer::sgd(0.05, 0.5), fusion);
+            gpu_matches_cpu(&spec, Optimizer::adam(1e-3), fusion);
+        }
+    }
+}
+
+#[test]
+fn many_steps_in_one_submission_count_adam_steps_on_the_gpu() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(6, &[8], 3).unwrap();
+    let opt = Optimizer::adam(1e-2);
+    let g = gpu(&spec, opt, 10, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, opt, 10, 7).unwrap();
+    let (x, labels) = batch(10, 6, 3, 1);
+    g.write_batch(ctx, &x, &labels).unwrap();
+    // Ten steps recorded into ONE pass: Adam's t must go 1, 2, ..., 10 with no CPU help.
+    g.train_steps(ctx, 10).unwrap();
+    for _ in 0..10 {
+        c.train_step(&x, &labels).unwrap();
+    }
+    assert_params_close(ctx, &g, &c, "10 Adam steps in one submission");
+    let m = g.take_metrics(ctx).unwrap();
+    assert_eq!(m.rows, 100);
+}
+
+#[test]
+fn steady_state_training_allocates_no_buffers() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(20, &[16], 4).unwrap();
+    for fusion in [Fusion::Fused, Fusion::Composed] {
+        let g = gpu(&spec, Optimizer::adam(1e-3), 32, fusion);
+        let (x, labels) = batch(32, 20, 4, 3);
+        g.write_batch(ctx, &x, &labels).unwrap();
+        g.train_steps(ctx, 1).unwrap();
+        g.take_metrics(ctx).unwrap();
+        let before = g.allocations();
+        assert!(before.buffers > 0 && before.bind_groups > 0, "{before:?}");
+        for step in 0..20 {
+            // Smaller batches, metrics, evaluation and predictions all reuse what exists.
+            let rows = if step % 5 == 4 { 7 } else { 32 };
+            let (x, labels) = batch(rows, 20, 4, step);
+            g.write_batch(ctx, &x, &labels).unwrap();
+            g.train_steps(ctx, 2).unwrap();
+            g.eval(ctx).unwrap();
+            g.take_metrics(ctx).unwrap();
+        }
+        g.predict_probs(ctx, &Matrix::random_uniform(70, 20, -1.0, 1.0, 9)).unwrap();
+        g.parameters(ctx).unwrap();
+        assert_eq!(g.allocations(), before, "{fusion:?}: a step allocated GPU memory");
+    }
+}
+
+#[test]
+fn metrics_eval_and_predict_match_cpu() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(7, &[12], 5).unwrap();
+    let g = gpu(&spec, Optimizer::sgd(0.2, 0.0), 16, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, Optimizer::sgd(0.2, 0.0), 16, 7).unwrap();
+    let (x, labels) = batch(16, 7, 5, 4);
+    for _ in 0..5 {
+        g.write_batch(ctx, &x, &labels).unwrap();
+        g.train_steps(ctx, 1).unwrap();
+        c.train_step(&x, &labels).unwrap();
+    }
+    g.take_metrics(ctx).unwrap();
+    c.take_metrics().unwrap();
+    let (xe, le) = batch(11, 7, 5, 8);
+    g.write_batch(ctx, &xe, &le).unwrap();
+    g.eval(ctx).unwrap();
+    c.eval_batch(&xe, &le).unwrap();
+    let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+    assert_eq!((gm.rows, gm.correct), (11, cm.correct));
+    assert_close(&[gm.mean_loss() as f32], &[cm.mean_loss() as f32], 1e-5, 1e-6);
+    // 40 rows = 2 full chunks of 16 and one of 8.
+    let xp = Matrix::random_uniform(40, 7, -2.0, 2.0, 5);
+    let (gp, cp) = (g.predict_probs(ctx, &xp).unwrap(), c.predict_probs(&xp).unwrap());
+    assert_eq!(gp.shape(), (40, 5));
+    assert_close(&gp.data, &cp.data, 1e-4, 1e-6);
+    for row in gp.data.chunks(5) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+    }
+    assert_eq!(g.batch(), 11, "predict_probs restores the batch size");
+}
+
+/// A network without hidden layers whose logits are `x * [1e4, -1e4]`: +-1e4 exactly.
+fn huge_logits(ctx: &GpuContext) -> (GpuTrainer, CpuTrainer, Matrix, Vec<u32>) {
+    let spec = NetworkSpec::new(1, &[], 2).unwrap();
+    let opt = Optimizer::sgd(1e-6, 0.0);
+    let g = gpu(&spec, opt, 4, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, opt, 4, 7).unwrap();
+    let params = vec![Matrix::new(1, 2, vec![1e4, -1e4]).unwrap(), Matrix::zeros(1, 2)];
+    g.load_parameters(ctx, &params).unwrap();
+    c.load_parameters(&params).unwrap();
+    let x = Matrix::new(4, 1, vec![1.0, -1.0, 1.0, -1.0]).unwrap();
+    (g, c, x, vec![0, 0, 1, 1])
+}
+
+#[test]
+fn softmax_cross_entropy_is_finite_for_logits_of_1e4() {
+    let ctx = test_context();
+    let (g, mut c, x, labels) = huge_logits(ctx);
+    g.write_batch(ctx, &x, &labels).unwrap();
+    g.train_steps(ctx, 1).unwrap();
+    c.train_step(&x, &labels).unwrap();
+    let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+    // Rows 1 and 2 are wrong by 2e4 each; rows 0 and 3 are right with loss ~0.
+    assert!((gm.loss_sum - 4e4).abs() < 1.0, "{gm:?}");
+    assert_eq!(gm.correct, 2);
+    assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-6, 0.0);
+    for (a, b) in g.gradients(ctx).unwrap().iter().zip(c.gradients()) {
+        assert!(a.data.iter().all(|v| v.is_finite()), "{a:?}");
+        assert_close(&a.data, &b.data, 1e-6, 1e-7);
+    }
+    let p = g.predict_probs(ctx, &x).unwrap();
+    assert_eq!(p.data, vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0], "saturated probabilities, no NaN");
+}
+
+#[test]
+fn nan_loss_is_an_error_on_both_devices() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(3, &[4], 2).unwrap();
+    let g = gpu(&spec, Optimizer::sgd(0.1, 0.0), 4, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, Optimizer::sgd(0.1, 0.0), 4, 7).unwrap();
+    let x = Matrix::new(2, 3, vec![0.5, f32::NAN, 0.1, 0.2, 0.3, 0.4]).unwrap();
+    g.write_batch(ctx, &x, &[0u32, 1]).unwrap();
+    g.train_steps(ctx, 1).unwrap();
+    c.train_step(&x, &[0u32, 1]).unwrap();
+    assert!(matches!(g.take_metrics(ctx), Err(LayersError::NonFinite { .. })));
+    assert!(matches!(c.take_metrics(), Err(LayersError::NonFinite { .. })));
+}
+
+#[test]
+fn labels_out_of_range_on_the_gpu_are_reported() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(3, &[4], 2).unwrap();
+    for fusion in [Fusion::Fused, Fusion::Composed] {
+        let g = gpu(&spec, Optimizer::sgd(0.1, 0.0), 4, fusion);
+        let (x, labels) = batch(4, 3, 2, 0);
+        g.write_batch(ctx, &x, &labels).unwrap();
+        // A gather kernel (stage 05) could write anything: bypass write_batch's checks.
+        ctx.queue.write_buffer(g.labels(), 0, bytemuck::cast_slice(&[0u32, 9, 1, 2]));
+        g.train_steps(ctx, 1).unwrap();
+        match g.take_metrics(ctx) {
+            Err(LayersError::LabelsOnGpu { count: 2, classes: 2 }) => {}
+            other => panic!("{fusion:?}: expected 2 bad labels, got {other:?}"),
+        }
+        for p in g.parameters(ctx).unwrap() {
+            assert!(p.data.iter().all(|v| v.is_finite()));
+        }
+    }
+}
+
+#[test]
+fn shape_errors_are_results_not_panics() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(3, &[4], 2).unwrap();
+    let g = gpu(&spec, Optimizer::sgd(0.1, 0.0), 4, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, Optimizer::sgd(0.1, 0.0), 4, 7).unwrap();
+    let wide = Matrix::zeros(2, 5);
+    let ok = Matrix::zeros(2, 3);
+    let too_many = Matrix::zeros(5, 3);
+    let cases: Vec<(&str, Matrix, Vec<u32>)> = vec![
+        ("wrong input width", wide.clone(), vec![0, 1]),
+        ("wrong label count", ok.clone(), vec![0]),
+        ("label >= classes", ok.clone(), vec![0, 2]),
+        ("batch > max_batch", too_many, vec![0; 5]),
+        ("empty batch", Matrix::zeros(0, 3), vec![]),
+    ];
+    for (what, x, labels) in cases {
+        let ge = g.write_batch(ctx, &x, &labels).expect_err(what);
+        let ce = c.train_step(&x, &labels).expect_err(what);
+        assert_eq!(ge, ce, "{what}: both devices give the same error");
+        assert!(!ge.to_string().is_empty());
+    }
+    assert!(matches!(c.train_step(&ok, &[0u32, 2]), Err(LayersError::Label { row: 1, label: 2, classes: 2 })));
+    assert!(g.set_batch(ctx, 0).is_err() && g.set_batch(ctx, 5).is_err());
+    assert!(g.predict_probs(ctx, &wide).is_err() && c.predict_probs(&wide).is_err());
+    let mut params = spec.init_parameters(1);
+    params[1] = Matrix::zeros(1, 5);
+    assert!(matches!(g.load_parameters(ctx, &params), Err(LayersError::Shape { .. })));
+    assert!(matches!(c.load_parameters(&params), Err(LayersError::Shape { .. })));
+    assert!(GpuTrainer::new(ctx, &spec, Optimizer::sgd(0.1, 0.0), 0, 1).is_err());
+    assert!(GpuTrainer::new(ctx, &spec, Optimizer::sgd(-0.1, 0.0), 4, 1).is_err());
+    // A layer too big for the device is an error, not a crash.
+    let huge = NetworkSpec::new(1 << 20, &[1 << 10], 2).unwrap();
+    let err = GpuTrainer::new(ctx, &huge, Optimizer::sgd(0.1, 0.0), 1, 1).err().expect("too large");
+    assert!(err.to_string().contains("max_"), "{err}");
+}
+
+#[test]
+fn training_lowers_the_loss_on_the_gpu() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(2, &[8], 2).unwrap();
+    let g = gpu(&spec, Optimizer::adam(0.05), 4, Fusion::Fused);
+    let x = Matrix::new(4, 2, vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]).unwrap();
+    g.write_batch(ctx, &x, &[0u32, 1, 1, 0]).unwrap();
+    g.train_steps(ctx, 1).unwrap();
+    let first = g.take_metrics(ctx).unwrap().mean_loss();
+    g.train_steps(ctx, 300).unwrap();
+    g.take_metrics(ctx).unwrap();
+    g.eval(ctx).unwrap();
+    let last = g.take_metrics(ctx).unwrap();
+    assert!(last.mean_loss() < 0.1 * first, "XOR loss {first} -> {}", last.mean_loss());
+    assert_eq!(last.correct, 4);
+}
