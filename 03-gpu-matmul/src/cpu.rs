@@ -4,34 +4,19 @@
 
 use cpu_matrix::{Matrix, MatrixError};
 
-use crate::Transpose;
+use crate::{Transpose, formula, product_dims};
 
-/// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul.
-/// Shapes as in [`crate::Matmul::prepare`].
+/// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul (transposes read in
+/// place). Shapes as in [`crate::Matmul::prepare`].
 pub fn matmul_cpu(a: &Matrix, b: &Matrix, t: Transpose) -> Result<Matrix, MatrixError> {
-    match t {
-        Transpose::None => cpu_matrix::matmul_f64_reference(a, b),
-        Transpose::A => cpu_matrix::matmul_f64_reference(&transpose(a), b),
-        Transpose::B => cpu_matrix::matmul_f64_reference(a, &transpose(b)),
-    }
-}
-
-fn transpose(m: &Matrix) -> Matrix {
-    let mut data = vec![0.0; m.data.len()];
-    for r in 0..m.rows {
-        for c in 0..m.cols {
-            data[c * m.rows + r] = m.data[r * m.cols + c];
-        }
-    }
-    Matrix { rows: m.cols, cols: m.rows, data }
+    cpu_matrix::matmul_t(cpu_matrix::CpuKernel::BEST, t, a, b)
 }
 
 /// Rows `rows` of `op(a) * op(b)`, accumulated in f64: `[rows.len(), n]`, row-major.
 /// Errors if the shapes do not fit or a row is out of range.
 pub fn reference_rows(a: &Matrix, b: &Matrix, t: Transpose, rows: &[usize]) -> Result<Vec<f32>, MatrixError> {
-    let (m, k, n) = t
-        .dims(a.shape(), b.shape())
-        .ok_or(MatrixError::Shape { op: t.formula(), left: a.shape(), right: b.shape() })?;
+    let (m, k, n) =
+        product_dims(t, a.shape(), b.shape()).ok_or(MatrixError::Shape { op: formula(t), left: a.shape(), right: b.shape() })?;
     if let Some(&bad) = rows.iter().find(|&&r| r >= m) {
         return Err(MatrixError::Shape { op: "reference_rows: row out of range", left: (bad, 0), right: (m, n) });
     }
@@ -67,15 +52,15 @@ mod tests {
         let a = Matrix::random_uniform(5, 3, -1.0, 1.0, 1);
         let b = Matrix::random_uniform(3, 4, -1.0, 1.0, 2);
         let ab = matmul_cpu(&a, &b, Transpose::None).unwrap();
-        let at_b = matmul_cpu(&transpose(&a), &b, Transpose::A).unwrap();
-        let a_bt = matmul_cpu(&a, &transpose(&b), Transpose::B).unwrap();
+        let at_b = matmul_cpu(&a.transpose(), &b, Transpose::A).unwrap();
+        let a_bt = matmul_cpu(&a, &b.transpose(), Transpose::B).unwrap();
         common::assert_close(&at_b.data, &ab.data, 1e-6, 1e-6);
         common::assert_close(&a_bt.data, &ab.data, 1e-6, 1e-6);
-        for t in Transpose::ALL {
+        for t in crate::TRANSPOSES {
             let (aa, bb) = match t {
                 Transpose::None => (a.clone(), b.clone()),
-                Transpose::A => (transpose(&a), b.clone()),
-                Transpose::B => (a.clone(), transpose(&b)),
+                Transpose::A => (a.transpose(), b.clone()),
+                Transpose::B => (a.clone(), b.transpose()),
             };
             let rows = reference_rows(&aa, &bb, t, &[4, 0, 2]).unwrap();
             let expect: Vec<f32> = [4, 0, 2].iter().flat_map(|&r| ab.data[r * 4..r * 4 + 4].to_vec()).collect();

@@ -16,14 +16,27 @@ use crate::{MatmulError, Transpose};
 pub enum Kernel {
     /// `01_naive.wgsl`: one invocation per output element, straight from memory.
     Naive = 1,
+    /// `02_tiled.wgsl`: square tiles of A and B staged in workgroup memory.
+    Tiled = 2,
+    /// `03_blocked2d.wgsl`: each invocation computes a TM x TN block in registers.
+    Blocked2d = 3,
+    /// `04_vec4.wgsl`: vec4 loads and stores, A staged transposed, strided ownership.
+    Vec4 = 4,
+    /// `05_double_buffered.wgsl`: kernel 04 with double-buffered tiles, no runtime bounds checks.
+    DoubleBuffered = 5,
 }
+
+/// A `Matmul` made with [`crate::Matmul::new`] picks the first tile of a kernel's ladder that
+/// still gives at least this many workgroups, so that small products (MNIST's 64 x 784 x 128)
+/// keep many workgroups busy; with none, the smallest tile.
+pub const MIN_WORKGROUPS: u32 = 128;
 
 impl Kernel {
     /// Every GPU kernel, in order.
-    pub const ALL: [Kernel; 1] = [Kernel::Naive];
+    pub const ALL: [Kernel; 5] = [Kernel::Naive, Kernel::Tiled, Kernel::Blocked2d, Kernel::Vec4, Kernel::DoubleBuffered];
 
     /// The fastest kernel that runs on every adapter and handles every shape and transpose.
-    pub const BEST: Kernel = Kernel::Naive;
+    pub const BEST: Kernel = Kernel::DoubleBuffered;
 
     /// The number in the file name, the enum and the command line.
     pub fn number(self) -> u32 {
@@ -39,26 +52,45 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Naive => "naive",
+            Kernel::Tiled => "tiled",
+            Kernel::Blocked2d => "blocked2d",
+            Kernel::Vec4 => "vec4",
+            Kernel::DoubleBuffered => "double_buffered",
         }
     }
 
     /// The shader file, relative to `03-gpu-matmul/shaders/`.
-    pub fn file(self) -> &'static str {
-        match self {
-            Kernel::Naive => "01_naive.wgsl",
-        }
+    pub fn file(self) -> String {
+        format!("{:02}_{}.wgsl", self.number(), self.name())
     }
 
     /// The WGSL source as written in the file (defaults not yet specialized).
     pub fn source(self) -> &'static str {
         match self {
             Kernel::Naive => include_str!("../shaders/01_naive.wgsl"),
+            Kernel::Tiled => include_str!("../shaders/02_tiled.wgsl"),
+            Kernel::Blocked2d => include_str!("../shaders/03_blocked2d.wgsl"),
+            Kernel::Vec4 => include_str!("../shaders/04_vec4.wgsl"),
+            Kernel::DoubleBuffered => include_str!("../shaders/05_double_buffered.wgsl"),
         }
     }
 
     /// Whether this kernel needs cooperative matrices (tensor cores).
     pub fn needs_cooperative_matrix(self) -> bool {
         false
+    }
+
+    /// Whether this kernel reads and writes `vec4<f32>`, so that every row stride must be a
+    /// multiple of 4 floats. On other operands `Matmul` runs [`Kernel::Blocked2d`] with the
+    /// same tile instead (and says so in [`crate::MatmulCall::kernel`]).
+    pub fn needs_vec4_rows(self) -> bool {
+        matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered)
+    }
+
+    /// Whether the pipeline is compiled without naga's runtime bounds checks
+    /// (`compute_pipeline_unchecked`). Only kernels whose every access is guarded.
+    pub fn unchecked(self) -> bool {
+        matches!(self, Kernel::DoubleBuffered)
     }
 
     /// The tolerance a result of this kernel must meet against the f64 CPU reference, for an
@@ -73,22 +105,43 @@ impl Kernel {
         (1e-4, 2e-6 * k)
     }
 
-    /// The tile shape used by [`crate::Matmul::new`].
+    /// The tile shape used by [`crate::Matmul::new`] for large products.
     pub fn default_tile(self) -> Tile {
+        self.tile_ladder()[0]
+    }
+
+    /// The tiles [`crate::Matmul::new`] chooses from, largest first: the first that gives at
+    /// least [`MIN_WORKGROUPS`] workgroups for the shape at hand, else the last.
+    pub fn tile_ladder(self) -> Vec<Tile> {
+        let t = |bm, bn, bk, tm, tn| Tile { bm, bn, bk, tm, tn };
         match self {
-            Kernel::Naive => Tile { bm: 16, bn: 16, bk: 1, tm: 1, tn: 1 },
+            Kernel::Naive => vec![t(16, 16, 1, 1, 1)],
+            Kernel::Tiled => vec![t(16, 16, 16, 1, 1)],
+            Kernel::Blocked2d => vec![t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2)],
+            Kernel::Vec4 | Kernel::DoubleBuffered => vec![t(128, 128, 8, 8, 8), t(64, 64, 8, 4, 4), t(32, 32, 8, 4, 4)],
         }
     }
 
-    /// Tile shapes the runner's `--tune` mode tries, the default first.
+    /// Tile shapes the runner's `--tune` mode tries: the ladder, then other candidates.
     pub fn tune_tiles(self) -> Vec<Tile> {
-        match self {
-            Kernel::Naive => vec![
-                self.default_tile(),
-                Tile { bm: 8, bn: 8, bk: 1, tm: 1, tn: 1 },
-                Tile { bm: 32, bn: 8, bk: 1, tm: 1, tn: 1 },
+        let t = |bm, bn, bk, tm, tn| Tile { bm, bn, bk, tm, tn };
+        let mut tiles = self.tile_ladder();
+        tiles.extend(match self {
+            Kernel::Naive => vec![t(8, 8, 1, 1, 1), t(8, 32, 1, 1, 1), t(4, 64, 1, 1, 1)],
+            Kernel::Tiled => vec![t(8, 8, 8, 1, 1), t(32, 32, 32, 1, 1)],
+            Kernel::Blocked2d => vec![t(128, 128, 8, 8, 8), t(64, 64, 16, 4, 4), t(128, 64, 8, 8, 4)],
+            Kernel::Vec4 | Kernel::DoubleBuffered => vec![
+                t(128, 128, 16, 8, 8),
+                t(128, 64, 16, 8, 4),
+                t(64, 128, 16, 4, 8),
+                t(64, 64, 16, 4, 4),
+                t(64, 64, 8, 8, 8),
+                t(128, 256, 8, 8, 16),
+                t(256, 128, 8, 16, 8),
+                t(128, 128, 8, 8, 4),
             ],
-        }
+        });
+        tiles
     }
 
     /// The `const` values written into the shader for `tile` and `t`, after checking that the
@@ -98,20 +151,48 @@ impl Kernel {
         let threads = tile.threads();
         if threads == 0 || threads > limits.max_compute_invocations_per_workgroup {
             return bad(format!(
-                "{threads} invocations per workgroup; this device allows 1 to {}",
+                "{threads} invocations per workgroup (bm/tm * bn/tn, with tm | bm and tn | bn); this device allows 1 to {}",
                 limits.max_compute_invocations_per_workgroup
             ));
         }
+        let u = |v: u32| format!("{v}u");
         let mut consts = vec![("TRANS_A", (t == Transpose::A).to_string()), ("TRANS_B", (t == Transpose::B).to_string())];
-        match self {
+        // Bytes of workgroup memory the tiles take.
+        let shared = match self {
             Kernel::Naive => {
-                // One output per invocation: a bm x bn block on a bn x bm workgroup.
                 if tile.tm != 1 || tile.tn != 1 {
                     return bad("the naive kernel computes one output per invocation: tm == tn == 1".into());
                 }
-                consts.push(("WG_X", format!("{}u", tile.bn)));
-                consts.push(("WG_Y", format!("{}u", tile.bm)));
+                consts.push(("WG_X", u(tile.bn)));
+                consts.push(("WG_Y", u(tile.bm)));
+                0
             }
+            Kernel::Tiled => {
+                if tile.bm != tile.bn || tile.bm != tile.bk || tile.tm != 1 || tile.tn != 1 {
+                    return bad("the tiled kernel uses square tiles, one output per invocation: bm == bn == bk, tm == tn == 1".into());
+                }
+                consts.push(("TILE", u(tile.bm)));
+                2 * tile.bm * tile.bk * 4
+            }
+            Kernel::Blocked2d | Kernel::Vec4 | Kernel::DoubleBuffered => {
+                if tile.bk == 0 {
+                    return bad("bk must be positive".into());
+                }
+                if self.needs_vec4_rows() && (tile.tm % 4 != 0 || tile.tn % 4 != 0 || tile.bk % 4 != 0) {
+                    return bad("vec4 kernels move groups of 4: tm, tn and bk must be multiples of 4".into());
+                }
+                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("TM", tile.tm), ("TN", tile.tn)] {
+                    consts.push((name, u(v)));
+                }
+                let halves = if self == Kernel::DoubleBuffered { 2 } else { 1 };
+                halves * (tile.bm + tile.bn) * tile.bk * 4
+            }
+        };
+        if shared > limits.max_compute_workgroup_storage_size {
+            return bad(format!(
+                "its tiles need {shared} bytes of workgroup memory; this device has {}",
+                limits.max_compute_workgroup_storage_size
+            ));
         }
         Ok(consts)
     }
@@ -184,8 +265,20 @@ mod tests {
     fn numbers_round_trip_and_files_match() {
         for k in Kernel::ALL {
             assert_eq!(Kernel::from_number(k.number()), Some(k));
-            assert!(k.file().starts_with(&format!("{:02}_{}", k.number(), k.name())), "{}", k.file());
+            assert!(k.source().starts_with(&format!("// {}:", k.file())), "{} must open with its name", k.file());
             assert!(k.tune_tiles().contains(&k.default_tile()));
+            // Every listed tile passes the kernel's own checks on a device like lavapipe (32 KiB of
+            // workgroup memory, 1024 invocations), so the tests can run all of them.
+            for tile in k.tune_tiles() {
+                for t in crate::TRANSPOSES {
+                    let limits = wgpu::Limits {
+                        max_compute_workgroup_storage_size: 32 << 10,
+                        max_compute_invocations_per_workgroup: 1024,
+                        ..wgpu::Limits::default()
+                    };
+                    k.constants(tile, t, &limits).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
         }
         assert_eq!(Kernel::from_number(0), None);
     }

@@ -34,7 +34,7 @@ use common::{GpuContext, GpuError};
 use cpu_matrix::Matrix;
 
 pub use cpu::{matmul_cpu, reference_rows};
-pub use kernels::{Kernel, Tile, specialize};
+pub use kernels::{Kernel, MIN_WORKGROUPS, Tile, specialize};
 
 /// A row-major f32 matrix that lives on the GPU. `rows`/`cols` are the CAPACITY shape.
 ///
@@ -98,38 +98,38 @@ impl GpuMatrix {
     }
 }
 
-/// Which operand is transposed: `out = op(a) * op(b)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transpose {
-    /// `a [m, k] * b [k, n] -> [m, n]`.
-    None,
-    /// `A^T * B`: `a` is stored `[k, m]`, `b [k, n] -> [m, n]` (weight gradients: `X^T * dY`).
-    A,
-    /// `A * B^T`: `a [m, k]`, `b` is stored `[n, k] -> [m, n]` (input gradients: `dY * W^T`).
-    B,
+/// Which operand is transposed: `out = op(a) * op(b)`. The same type as stage 02's, so CPU
+/// and GPU code share one vocabulary:
+/// - `Transpose::None`: `a [m, k] * b [k, n] -> [m, n]`;
+/// - `Transpose::A`: `A^T * B`, `a` stored `[k, m]` (weight gradients: `X^T * dY`);
+/// - `Transpose::B`: `A * B^T`, `b` stored `[n, k]` (input gradients: `dY * W^T`).
+pub use cpu_matrix::Transpose;
+
+/// The three products, in the order tests and tables list them.
+pub const TRANSPOSES: [Transpose; 3] = [Transpose::None, Transpose::A, Transpose::B];
+
+/// The product as a formula, for messages and tables: `"A^T * B"`.
+pub fn formula(t: Transpose) -> &'static str {
+    match t {
+        Transpose::None => "A * B",
+        Transpose::A => "A^T * B",
+        Transpose::B => "A * B^T",
+    }
 }
 
-impl Transpose {
-    pub const ALL: [Transpose; 3] = [Transpose::None, Transpose::A, Transpose::B];
+/// `(m, k, n)` of `op(a) * op(b)` from the stored shapes `a` and `b`, if the inner
+/// dimensions agree.
+pub fn product_dims(t: Transpose, a: (usize, usize), b: (usize, usize)) -> Option<(usize, usize, usize)> {
+    let (m, k) = if t == Transpose::A { (a.1, a.0) } else { a };
+    let (kb, n) = if t == Transpose::B { (b.1, b.0) } else { b };
+    (k == kb).then_some((m, k, n))
+}
 
-    /// The product as a formula, for messages and tables.
-    pub fn formula(self) -> &'static str {
-        match self {
-            Transpose::None => "A * B",
-            Transpose::A => "A^T * B",
-            Transpose::B => "A * B^T",
-        }
-    }
-
-    /// `(m, k, n)` of `op(a) * op(b)` from the stored shapes, if the inner dimensions agree.
-    pub fn dims(self, a: (usize, usize), b: (usize, usize)) -> Option<(usize, usize, usize)> {
-        let (m, k) = if self == Transpose::A { (a.1, a.0) } else { a };
-        let (kb, n) = if self == Transpose::B { (b.1, b.0) } else { b };
-        (k == kb).then_some((m, k, n))
-    }
-
-    fn index(self) -> usize {
-        self as usize
+fn transpose_index(t: Transpose) -> usize {
+    match t {
+        Transpose::None => 0,
+        Transpose::A => 1,
+        Transpose::B => 2,
     }
 }
 
@@ -186,53 +186,96 @@ struct Dims {
     _pad: [u32; 2],
 }
 
-/// Compiled pipelines for one kernel and tile shape (compile once per program; pipelines for
-/// each transpose are compiled the first time a call needs them).
-pub struct Matmul {
+/// One kernel with one tile shape, its pipelines compiled on first use (per transpose).
+struct Variant {
     kernel: Kernel,
     tile: Tile,
     pipelines: [OnceLock<wgpu::ComputePipeline>; 3],
 }
 
-impl Matmul {
-    /// The kernel with its default tile shape. Errors if the adapter lacks what it needs.
-    pub fn new(ctx: &GpuContext, kernel: Kernel) -> Result<Self, MatmulError> {
-        Self::with_tile(ctx, kernel, kernel.default_tile())
-    }
-
-    /// The kernel with an explicit tile shape (the tuner and the tests use this). The
-    /// `A * B` pipeline is compiled now, so a bad tile or shader fails here.
-    pub fn with_tile(ctx: &GpuContext, kernel: Kernel, tile: Tile) -> Result<Self, MatmulError> {
-        if kernel.needs_cooperative_matrix() && !ctx.has_cooperative_matrix() {
-            return Err(MatmulError::Unsupported {
-                kernel,
-                why: format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name),
-            });
-        }
-        let mm = Self { kernel, tile, pipelines: Default::default() };
-        mm.pipeline(ctx, Transpose::None)?;
-        Ok(mm)
-    }
-
-    pub fn kernel(&self) -> Kernel {
-        self.kernel
-    }
-
-    pub fn tile(&self) -> Tile {
-        self.tile
+impl Variant {
+    fn new(kernel: Kernel, tile: Tile) -> Self {
+        Self { kernel, tile, pipelines: Default::default() }
     }
 
     fn pipeline(&self, ctx: &GpuContext, t: Transpose) -> Result<&wgpu::ComputePipeline, MatmulError> {
-        let slot = &self.pipelines[t.index()];
+        let slot = &self.pipelines[transpose_index(t)];
         if let Some(p) = slot.get() {
             return Ok(p);
         }
         let consts = self.kernel.constants(self.tile, t, &ctx.limits)?;
         let wgsl = specialize(self.kernel.source(), &consts)
             .map_err(|why| MatmulError::Config { kernel: self.kernel, tile: self.tile, why })?;
-        let label = format!("matmul {} {} ({})", self.kernel, self.tile, t.formula());
-        let pipeline = build_pipeline(ctx, &label, &wgsl)?;
+        let label = format!("matmul {} {} ({})", self.kernel, self.tile, formula(t));
+        let pipeline = build_pipeline(ctx, &label, &wgsl, self.kernel.unchecked())?;
         Ok(slot.get_or_init(|| pipeline))
+    }
+
+    fn groups(&self, m: usize, n: usize) -> (u32, u32) {
+        ((n as u32).div_ceil(self.tile.bn).max(1), (m as u32).div_ceil(self.tile.bm).max(1))
+    }
+}
+
+/// Compiled pipelines for one kernel (compile once per program; the pipeline for each
+/// transpose and tile is compiled the first time a call needs it).
+///
+/// A `Matmul` holds the kernel's tile ladder (largest tile first) and, for the vec4 kernels,
+/// the same tiles of [`Kernel::Blocked2d`] for operands whose row strides are not multiples
+/// of 4. [`Matmul::prepare`] picks per shape; [`MatmulCall::kernel`] tells which it picked.
+pub struct Matmul {
+    kernel: Kernel,
+    ladder: Vec<Variant>,
+    /// Same tiles, scalar loads: used when a vec4 kernel's operands are not 16-byte aligned.
+    scalar: Vec<Variant>,
+}
+
+impl Matmul {
+    /// The kernel with its tile ladder ([`Kernel::tile_ladder`]): big tiles for big products,
+    /// smaller ones where big tiles would leave the GPU idle. Errors if the adapter lacks
+    /// what the kernel needs.
+    pub fn new(ctx: &GpuContext, kernel: Kernel) -> Result<Self, MatmulError> {
+        Self::with_tiles(ctx, kernel, kernel.tile_ladder())
+    }
+
+    /// The kernel with one explicit tile shape (the tuner and the tests use this).
+    pub fn with_tile(ctx: &GpuContext, kernel: Kernel, tile: Tile) -> Result<Self, MatmulError> {
+        Self::with_tiles(ctx, kernel, vec![tile])
+    }
+
+    /// The kernel with a tile ladder, largest first. The first tile's `A * B` pipeline is
+    /// compiled now, so a bad tile or shader fails here rather than at the first call.
+    pub fn with_tiles(ctx: &GpuContext, kernel: Kernel, tiles: Vec<Tile>) -> Result<Self, MatmulError> {
+        if kernel.needs_cooperative_matrix() && !ctx.has_cooperative_matrix() {
+            return Err(MatmulError::Unsupported {
+                kernel,
+                why: format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name),
+            });
+        }
+        if tiles.is_empty() {
+            return Err(MatmulError::Unsupported { kernel, why: "no tile shape given".into() });
+        }
+        // Check every tile now, so that a bad one is reported by the constructor.
+        for &tile in &tiles {
+            kernel.constants(tile, Transpose::None, &ctx.limits)?;
+        }
+        let scalar = if kernel.needs_vec4_rows() {
+            tiles.iter().map(|&t| Variant::new(Kernel::Blocked2d, t)).collect()
+        } else {
+            Vec::new()
+        };
+        let mm = Self { kernel, ladder: tiles.into_iter().map(|t| Variant::new(kernel, t)).collect(), scalar };
+        mm.ladder[0].pipeline(ctx, Transpose::None)?;
+        Ok(mm)
+    }
+
+    /// The kernel asked for.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// The largest (first) tile of the ladder.
+    pub fn tile(&self) -> Tile {
+        self.ladder[0].tile
     }
 
     /// Shape-checks and builds the bind group + a shape uniform: `out = op(a) * op(b)`.
@@ -250,14 +293,9 @@ impl Matmul {
         out: &GpuMatrix,
         t: Transpose,
     ) -> Result<MatmulCall, MatmulError> {
-        let shapes = || {
-            format!(
-                "a {}x{}, b {}x{}, out {}x{}",
-                a.rows, a.cols, b.rows, b.cols, out.rows, out.cols
-            )
-        };
-        let op = format!("matmul {}", t.formula());
-        let (m, k, n) = t.dims(a.shape(), b.shape()).ok_or_else(|| MatmulError::Shape {
+        let shapes = || format!("a {}x{}, b {}x{}, out {}x{}", a.rows, a.cols, b.rows, b.cols, out.rows, out.cols);
+        let op = format!("matmul {}", formula(t));
+        let (m, k, n) = product_dims(t, a.shape(), b.shape()).ok_or_else(|| MatmulError::Shape {
             op: op.clone(),
             shapes: shapes(),
             why: match t {
@@ -282,49 +320,64 @@ impl Matmul {
         if out.buffer == a.buffer || out.buffer == b.buffer {
             return Err(MatmulError::Shape { op, shapes: shapes(), why: "out must be a different buffer from a and b".into() });
         }
-        for v in [m, k, n, a.cols, b.cols, out.cols] {
+        for v in [m, k, n, a.cols, b.cols, out.cols, a.rows * a.cols, b.rows * b.cols, out.rows * out.cols] {
             if v > u32::MAX as usize / 4 {
-                return Err(MatmulError::Shape { op, shapes: shapes(), why: "a dimension exceeds 2^30".into() });
+                return Err(MatmulError::Shape { op, shapes: shapes(), why: "a matrix exceeds 2^30 elements".into() });
             }
         }
 
-        let pipeline = self.pipeline(ctx, t)?.clone();
+        // vec4 kernels need every row to start on a 16-byte boundary, and whole vec4s in
+        // every buffer; others get the scalar kernel with the same tile.
+        let aligned = [a, b, out].iter().all(|g| g.cols % 4 == 0 && g.buffer.size() % 16 == 0);
+        let family = if self.scalar.is_empty() || aligned { &self.ladder } else { &self.scalar };
+        let variant = family
+            .iter()
+            .find(|v| {
+                let (x, y) = v.groups(m, n);
+                x * y >= MIN_WORKGROUPS
+            })
+            .unwrap_or_else(|| family.last().expect("a Matmul has at least one tile"));
+
+        let pipeline = variant.pipeline(ctx, t)?.clone();
         let dims = Dims { m: m as u32, k: k as u32, n: n as u32, lda: a.cols as u32, ldb: b.cols as u32, ldc: out.cols as u32, _pad: [0; 2] };
         let uniform = ctx.uniform_buffer("matmul dims", &dims);
         let bind_group = ctx.bind_group("matmul", &pipeline, 0, &[&a.buffer, &b.buffer, &out.buffer, &uniform])?;
         // The grid covers the capacity shape; workgroups past a smaller logical shape (after
         // `set_dims`) exit at once. So a recording stays valid whatever set_dims does later.
         let max = ctx.limits.max_compute_workgroups_per_dimension;
-        let groups_x = (n as u32).div_ceil(self.tile.bn).max(1);
-        let groups_y = (m as u32).div_ceil(self.tile.bm).max(1);
-        if groups_x > max || groups_y > max {
+        let groups = variant.groups(m, n);
+        if groups.0 > max || groups.1 > max {
             return Err(MatmulError::Shape {
                 op,
                 shapes: shapes(),
-                why: format!("needs {groups_x} x {groups_y} workgroups; this device allows {max} per dimension"),
+                why: format!("needs {} x {} workgroups; this device allows {max} per dimension", groups.0, groups.1),
             });
         }
-        Ok(MatmulCall { pipeline, bind_group, uniform, capacity: (m, k, n), dims, groups: (groups_x, groups_y), kernel: self.kernel, tile: self.tile })
+        Ok(MatmulCall { pipeline, bind_group, uniform, capacity: (m, k, n), dims, groups, kernel: variant.kernel, tile: variant.tile })
     }
 }
 
 /// Builds a compute pipeline without zero-initialising workgroup memory (every kernel writes
-/// its shared tiles before reading them), with naga's bounds checks left on.
-fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str) -> Result<wgpu::ComputePipeline, GpuError> {
+/// its shared tiles before reading them). `unchecked` drops naga's runtime bounds checks
+/// (`create_shader_module_trusted`), for kernels whose every access is guarded.
+fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, unchecked: bool) -> Result<wgpu::ComputePipeline, GpuError> {
     ctx.scoped(|| {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        let module = if unchecked {
+            // SAFETY: only kernels with `Kernel::unchecked()` get here; each guards every
+            // storage access with an explicit test against the shape uniform, and indexes its
+            // workgroup and private arrays with in-range functions of constants and the
+            // invocation id. The tests run awkward shapes through every transpose.
+            unsafe { ctx.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            ctx.device.create_shader_module(desc)
+        };
         ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
             layout: None,
             module: &module,
             entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &[],
-                zero_initialize_workgroup_memory: false,
-            },
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
             cache: None,
         })
     })

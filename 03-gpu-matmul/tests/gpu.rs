@@ -7,7 +7,7 @@
 
 use common::test_context;
 use cpu_matrix::Matrix;
-use gpu_matmul::{GpuMatrix, Kernel, Matmul, MatmulError, Transpose, reference_rows};
+use gpu_matmul::{GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, TRANSPOSES, Tile, Transpose, formula, reference_rows};
 
 /// Stored shapes of a and b for `op(a) [m, k] * op(b) [k, n]`.
 fn stored(m: usize, k: usize, n: usize, t: Transpose) -> ((usize, usize), (usize, usize)) {
@@ -18,26 +18,63 @@ fn stored(m: usize, k: usize, n: usize, t: Transpose) -> ((usize, usize), (usize
     }
 }
 
-/// Runs `out = op(a) * op(b)` on random inputs and checks every element.
-fn check(mm: &Matmul, m: usize, k: usize, n: usize, t: Transpose, seed: u64) {
-    let ctx = test_context();
-    let ((ar, ac), (br, bc)) = stored(m, k, n, t);
-    let a = Matrix::random_uniform(ar, ac, -1.0, 1.0, seed);
-    let b = Matrix::random_uniform(br, bc, -1.0, 1.0, seed + 1);
-    let (ga, gb) = (GpuMatrix::upload(ctx, &a).unwrap(), GpuMatrix::upload(ctx, &b).unwrap());
-    let out = GpuMatrix::zeros(ctx, m, n).unwrap();
-    ctx.poison(&out.buffer);
-    gpu_matmul::matmul(ctx, mm, &ga, &gb, &out, t).unwrap();
-    let got = out.download(ctx).unwrap();
-    let rows: Vec<usize> = (0..m).collect();
-    let expected = reference_rows(&a, &b, t, &rows).unwrap();
-    let (rel, abs) = mm.kernel().tolerance(k);
-    if let Err(e) = common::check_close(&got.data, &expected, rel, abs) {
-        panic!("kernel {} tile {} {} with m={m} k={k} n={n}: {e}", mm.kernel(), mm.tile(), t.formula());
+/// Random operands for `op(a) [m, k] * op(b) [k, n]` and their f64 reference product.
+struct Case {
+    a: Matrix,
+    b: Matrix,
+    t: Transpose,
+    expected: Vec<f32>,
+}
+
+impl Case {
+    fn new(m: usize, k: usize, n: usize, t: Transpose, seed: u64) -> Self {
+        let ((ar, ac), (br, bc)) = stored(m, k, n, t);
+        let a = Matrix::random_uniform(ar, ac, -1.0, 1.0, seed);
+        let b = Matrix::random_uniform(br, bc, -1.0, 1.0, seed + 1);
+        let expected = reference_rows(&a, &b, t, &(0..m).collect::<Vec<_>>()).unwrap();
+        Self { a, b, t, expected }
+    }
+
+    /// Runs the product with `mm` into a poisoned output, checks every element, and returns
+    /// the kernel and tile that `prepare` chose.
+    fn check(&self, mm: &Matmul) -> (Kernel, Tile) {
+        let ctx = test_context();
+        let t = self.t;
+        let (m, k, n) = gpu_matmul::product_dims(t, self.a.shape(), self.b.shape()).unwrap();
+        let (ga, gb) = (GpuMatrix::upload(ctx, &self.a).unwrap(), GpuMatrix::upload(ctx, &self.b).unwrap());
+        let out = GpuMatrix::zeros(ctx, m, n).unwrap();
+        ctx.poison(&out.buffer);
+        let call = mm.prepare(ctx, &ga, &gb, &out, t).unwrap();
+        run(&call);
+        let got = out.download(ctx).unwrap();
+        let (used, tile) = call.kernel();
+        let (rel, abs) = used.tolerance(k);
+        if let Err(e) = common::check_close(&got.data, &self.expected, rel, abs) {
+            panic!("kernel {} (ran {used} tile {tile}) {} with m={m} k={k} n={n}: {e}", mm.kernel(), formula(t));
+        }
+        (used, tile)
     }
 }
 
+/// Checks one product of random inputs with `mm`; returns the kernel and tile it ran.
+fn check(mm: &Matmul, m: usize, k: usize, n: usize, t: Transpose, seed: u64) -> (Kernel, Tile) {
+    Case::new(m, k, n, t, seed).check(mm)
+}
+
+fn run(call: &MatmulCall) {
+    let ctx = test_context();
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        call.record(&mut pass);
+    }
+    ctx.queue.submit([enc.finish()]);
+}
+
+/// The awkward shapes `(m, k, n)` (and one more): nothing divides a tile.
 const SMALL_SHAPES: [(usize, usize, usize); 5] = [(1, 1, 1), (17, 63, 65), (129, 257, 3), (300, 1, 300), (2, 3, 1)];
+/// Shapes whose stored widths are all multiples of 4 whichever operand is transposed.
+const ALIGNED_SHAPES: [(usize, usize, usize); 3] = [(4, 4, 4), (36, 20, 132), (132, 260, 68)];
 
 fn kernels_here() -> Vec<Kernel> {
     let ctx = test_context();
@@ -49,21 +86,37 @@ fn every_kernel_every_transpose_on_awkward_shapes() {
     let ctx = test_context();
     for kernel in kernels_here() {
         let mm = Matmul::new(ctx, kernel).unwrap();
-        for t in Transpose::ALL {
+        for t in TRANSPOSES {
             for (i, &(m, k, n)) in SMALL_SHAPES.iter().enumerate() {
                 check(&mm, m, k, n, t, 10 + i as u64);
             }
+            // Every row stride a multiple of 4 (the vec4 kernels' own path), with m, k, n
+            // that still do not divide any tile.
+            for (i, &(m, k, n)) in ALIGNED_SHAPES.iter().enumerate() {
+                let (used, _) = check(&mm, m, k, n, t, 20 + i as u64);
+                assert_eq!(used, kernel, "aligned operands must run the kernel itself");
+            }
+            // A stride that is not a multiple of 4: vec4 kernels hand over to kernel 03.
+            let (used, _) = check(&mm, 17, 63, 65, t, 30);
+            let expect = if kernel.needs_vec4_rows() { Kernel::Blocked2d } else { kernel };
+            assert_eq!(used, expect);
         }
     }
 }
 
+/// The large awkward shape, and one with aligned strides, for the kernels from 03 on
+/// (01 and 02 are slow on the software adapter and are covered by the small shapes).
 #[test]
 fn large_awkward_shape() {
     let ctx = test_context();
-    for kernel in kernels_here() {
-        let mm = Matmul::new(ctx, kernel).unwrap();
-        for t in Transpose::ALL {
-            check(&mm, 1000, 777, 333, t, 7);
+    let kernels: Vec<Matmul> =
+        kernels_here().into_iter().filter(|&k| k >= Kernel::Blocked2d).map(|k| Matmul::new(ctx, k).unwrap()).collect();
+    for t in TRANSPOSES {
+        for (m, k, n, seed) in [(1000, 777, 333, 7), (1000, 780, 332, 8)] {
+            let case = Case::new(m, k, n, t, seed);
+            for mm in &kernels {
+                case.check(mm);
+            }
         }
     }
 }
@@ -74,7 +127,7 @@ fn every_tune_tile_is_correct() {
     for kernel in kernels_here() {
         for tile in kernel.tune_tiles() {
             let mm = Matmul::with_tile(ctx, kernel, tile).unwrap();
-            for t in Transpose::ALL {
+            for t in TRANSPOSES {
                 check(&mm, 67, 45, 71, t, 3);
             }
         }
@@ -112,8 +165,7 @@ fn set_dims_computes_the_corner_and_leaves_the_rest() {
     let ctx = test_context();
     for kernel in kernels_here() {
         let mm = Matmul::new(ctx, kernel).unwrap();
-        for t in Transpose::ALL {
-            let (cm, ck, cn) = (70, 50, 40);
+        for (t, (cm, ck, cn)) in TRANSPOSES.into_iter().flat_map(|t| [(t, (70, 50, 40)), (t, (72, 52, 40))]) {
             let (m, k, n) = (33, 17, 21);
             let ((ar, ac), (br, bc)) = stored(cm, ck, cn, t);
             let a = Matrix::random_uniform(ar, ac, -1.0, 1.0, 5);
@@ -124,13 +176,12 @@ fn set_dims_computes_the_corner_and_leaves_the_rest() {
             let call = mm.prepare(ctx, &ga, &gb, &out, t).unwrap();
             assert_eq!(call.capacity(), (cm, ck, cn));
             call.set_dims(ctx, m, k, n).unwrap();
-            let mut enc = ctx.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                call.record(&mut pass);
-            }
-            ctx.queue.submit([enc.finish()]);
+            run(&call);
             let got = out.download(ctx).unwrap();
+            if kernel.needs_vec4_rows() {
+                let aligned = cm % 4 == 0 && ck % 4 == 0 && cn % 4 == 0;
+                assert_eq!(call.kernel().0 == kernel, aligned, "{:?}", call.kernel());
+            }
             // The logical operands are the top-left corners of the stored ones.
             let ((lar, lac), (lbr, lbc)) = stored(m, k, n, t);
             let corner = |x: &Matrix, r: usize, c: usize| {
