@@ -182,11 +182,6 @@ impl Bench {
         let criterion = criterion(sweep, &dir);
         Bench { ctx, timer, sweep, criterion }
     }
-
-    /// Prints criterion's closing summary.
-    pub fn finish(self) {
-        self.criterion.final_summary();
-    }
 }
 
 /// Most repetitions recorded into one compute pass: enough to hide the cost of a submission

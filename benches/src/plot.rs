@@ -1,13 +1,15 @@
-//! One SVG per operation: time per iteration against size, log-log, every function a curve.
+//! One plot (SVG or PNG) per operation: time per iteration against size, log-log, every function a curve.
 //!
-//! CPU curves are blue-green and solid, GPU kernel-only curves red and solid, GPU end-to-end
-//! curves red-orange and dashed, so "with transfers" and "without" read apart at a glance.
+//! CPU curves are blue, cyan, green and solid; each GPU variant gets a warm colour, solid for
+//! its kernels alone and dashed with the transfers, so "with" and "without" read apart at a
+//! glance.
 //! Where two curves cross is where one side starts to win. The title names the GPU adapter
 //! and the CPU that produced the numbers.
 
 use std::path::Path;
 
 use plotters::element::DashedPathElement;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::crossover::{Operation, Side, fmt_size, fmt_time};
@@ -15,33 +17,42 @@ use crate::crossover::{Operation, Side, fmt_size, fmt_time};
 const CPU_COLORS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(23, 190, 207), RGBColor(44, 160, 44), RGBColor(127, 127, 127)];
 const GPU_COLORS: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(148, 103, 189), RGBColor(255, 127, 14), RGBColor(140, 86, 75)];
 
-/// Writes `path` (an .svg file) for a numeric operation; titled with `adapter` and `cpu`.
+/// Writes `path` for a numeric operation, titled with `adapter` and `cpu`: an SVG when the
+/// name ends in `.svg`, else a PNG.
 pub fn plot(op: &Operation, adapter: &str, cpu: &str, path: &Path) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    if path.extension().is_some_and(|e| e == "svg") {
+        draw(SVGBackend::new(path, SIZE).into_drawing_area(), op, adapter, cpu).map_err(|e| err(&e))
+    } else {
+        draw(BitMapBackend::new(path, SIZE).into_drawing_area(), op, adapter, cpu).map_err(|e| err(&e))
+    }
+}
+
+/// Pixels of every plot.
+const SIZE: (u32, u32) = (1000, 640);
+
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation, adapter: &str, cpu: &str) -> DrawResult<DB> {
     let curves = op.curves();
     let points: Vec<(f64, f64)> = curves.iter().flat_map(|c| c.points.iter().copied()).collect();
-    if points.is_empty() {
-        return Err(format!("{}: nothing to plot", op.group));
-    }
     let (xmin, xmax) = bounds(points.iter().map(|p| p.0));
     let (ymin, ymax) = bounds(points.iter().map(|p| p.1));
-    // Some room around the data on log axes.
-    let (xmin, xmax) = (xmin / 1.3, xmax * 1.3);
-    let (ymin, ymax) = (ymin / 2.0, ymax * 2.0);
+    // Some room around the data on log axes (and a valid range when there is no data).
+    let (xmin, xmax) = if xmin < xmax { (xmin / 1.3, xmax * 1.3) } else { (1.0, 2.0) };
+    let (ymin, ymax) = if ymin <= ymax { (ymin / 2.0, ymax * 2.0) } else { (1e-9, 1.0) };
 
-    let root = SVGBackend::new(path, (1000, 640)).into_drawing_area();
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE)?;
     let (head, body) = root.split_vertically(64);
-    head.draw_text(&op.info.title, &("sans-serif", 20).into_font().color(&BLACK), (12, 8)).map_err(|e| err(&e))?;
+    head.draw_text(&op.info.title, &("sans-serif", 20).into_font().color(&BLACK), (12, 8))?;
     let sub = format!("GPU: {adapter}   CPU: {cpu}");
-    head.draw_text(&sub, &("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80)), (12, 38)).map_err(|e| err(&e))?;
+    head.draw_text(&sub, &("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80)), (12, 38))?;
 
     let mut chart = ChartBuilder::on(&body)
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(76)
-        .build_cartesian_2d((xmin..xmax).log_scale(), (ymin..ymax).log_scale())
-        .map_err(|e| err(&e))?;
+        .build_cartesian_2d((xmin..xmax).log_scale(), (ymin..ymax).log_scale())?;
     chart
         .configure_mesh()
         .x_desc(op.info.x.as_str())
@@ -49,17 +60,23 @@ pub fn plot(op: &Operation, adapter: &str, cpu: &str, path: &Path) -> Result<(),
         .x_label_formatter(&|x| fmt_size(x.round()))
         .y_label_formatter(&|y| fmt_time(*y))
         .label_style(("sans-serif", 13))
-        .draw()
-        .map_err(|e| err(&e))?;
+        .draw()?;
 
-    let (mut cpu_i, mut gpu_i) = (0, 0);
+    // CPU functions each get a colour; a GPU variant's kernel-only and end-to-end curves share
+    // one (solid and dashed), so the gap between them is the cost of the transfers.
+    let mut cpu_i = 0;
+    let mut gpu_stems: Vec<&str> = Vec::new();
     for c in &curves {
         let color = if c.side == Side::Cpu {
             cpu_i += 1;
             CPU_COLORS[(cpu_i - 1) % CPU_COLORS.len()]
         } else {
-            gpu_i += 1;
-            GPU_COLORS[(gpu_i - 1) % GPU_COLORS.len()]
+            let stem = variant_stem(&c.function);
+            let i = gpu_stems.iter().position(|s| *s == stem).unwrap_or_else(|| {
+                gpu_stems.push(stem);
+                gpu_stems.len() - 1
+            });
+            GPU_COLORS[i % GPU_COLORS.len()]
         };
         let style = color.stroke_width(2);
         let label = match c.side {
@@ -67,21 +84,17 @@ pub fn plot(op: &Operation, adapter: &str, cpu: &str, path: &Path) -> Result<(),
             Side::GpuKernel => format!("{} (GPU, kernels only)", c.function),
             Side::GpuE2e => format!("{} (GPU, with transfers)", c.function),
         };
-        let anno = if c.side == Side::GpuE2e {
-            chart.draw_series(DashedLineSeries::new(c.points.iter().copied(), 8, 5, style)).map_err(|e| err(&e))?
-        } else {
-            chart.draw_series(LineSeries::new(c.points.iter().copied(), style)).map_err(|e| err(&e))?
-        };
         let dashed = c.side == Side::GpuE2e;
+        let anno = if dashed {
+            chart.draw_series(DashedLineSeries::new(c.points.iter().copied(), 8, 5, style))?
+        } else {
+            chart.draw_series(LineSeries::new(c.points.iter().copied(), style))?
+        };
         anno.label(label).legend(move |(x, y)| {
             let pts = vec![(x, y), (x + 20, y)];
-            if dashed {
-                DashedPathElement::new(pts, 5, 3, style).into_dyn()
-            } else {
-                PathElement::new(pts, style).into_dyn()
-            }
+            if dashed { DashedPathElement::new(pts, 5, 3, style).into_dyn() } else { PathElement::new(pts, style).into_dyn() }
         });
-        chart.draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| err(&e))?;
+        chart.draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart
         .configure_series_labels()
@@ -89,10 +102,14 @@ pub fn plot(op: &Operation, adapter: &str, cpu: &str, path: &Path) -> Result<(),
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.4))
         .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+        .draw()?;
+    root.present()?;
     Ok(())
+}
+
+/// A GPU function's name without its `_kernel(s)` / `_e2e` suffix: `gpu_best_e2e` -> `gpu_best`.
+fn variant_stem(function: &str) -> &str {
+    ["_e2e", "_kernels", "_kernel"].iter().find_map(|s| function.strip_suffix(s)).unwrap_or(function)
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -104,6 +121,14 @@ mod tests {
     use super::*;
     use crate::crossover::operations;
     use crate::results::{self, fixture};
+
+    #[test]
+    fn variant_stems() {
+        assert_eq!(variant_stem("gpu_best_e2e"), "gpu_best");
+        assert_eq!(variant_stem("gpu_best_kernel"), "gpu_best");
+        assert_eq!(variant_stem("gpu_kernels"), "gpu");
+        assert_eq!(variant_stem("gpu_e2e"), "gpu");
+    }
 
     #[test]
     fn writes_an_svg_with_every_curve_and_the_adapter() {
@@ -118,6 +143,10 @@ mod tests {
         let ops = operations(&results::load(&dir).unwrap());
         let path = dir.join("matmul.svg");
         plot(&ops[0], "Test GPU (Vulkan)", "Test CPU", &path).unwrap();
+        let png = dir.join("matmul.png");
+        plot(&ops[0], "Test GPU (Vulkan)", "Test CPU", &png).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
         let svg = std::fs::read_to_string(&path).unwrap();
         for needle in ["Test GPU (Vulkan)", "cpu_best (CPU)", "gpu_best_kernel (GPU, kernels only)", "gpu_best_e2e (GPU, with transfers)"] {
             assert!(svg.contains(needle), "{needle} missing from the plot");

@@ -1,6 +1,6 @@
 //! The crossover report: reads the results `cargo bench` left in criterion's folder and
 //! prints, per operation, from which size the GPU beats the best CPU function, with and
-//! without transfers; writes the same as Markdown plus one SVG plot per operation.
+//! without transfers; writes the same as Markdown plus one plot per operation (SVG and PNG).
 //!
 //! ```text
 //! cargo bench                                   # writes target/criterion/...
@@ -30,6 +30,9 @@ struct Args {
     /// The CPU for the titles [default: line 2 of <criterion dir>/adapter.txt]
     #[arg(long)]
     cpu: Option<String>,
+    /// Plot formats to write, comma-separated: svg, png
+    #[arg(long, value_delimiter = ',', default_value = "svg,png", value_parser = ["svg", "png"])]
+    formats: Vec<String>,
     /// Only these groups (comma-separated, e.g. double,matmul) [default: all]
     #[arg(long, value_delimiter = ',')]
     groups: Vec<String>,
@@ -75,9 +78,11 @@ fn run(args: Args) -> Result<(), String> {
 
     harness::register_fonts();
     for op in ops.iter().filter(|o| o.numeric) {
-        let path = out.join(format!("{}.svg", op.group));
-        plot::plot(op, &adapter, &cpu, &path)?;
-        eprintln!("wrote {}", path.display());
+        for format in &args.formats {
+            let path = out.join(format!("{}.{format}", op.group));
+            plot::plot(op, &adapter, &cpu, &path)?;
+            eprintln!("wrote {}", path.display());
+        }
     }
     Ok(())
 }
