@@ -1,1 +1,228 @@
-//! placeholder
+//! Stage 01 `double`: `y[i] = 2 * x[i]` on the GPU, and why the GPU loses on small arrays.
+//!
+//! - [`walkthrough::double_walkthrough`]: every wgpu step written out once, in order, without
+//!   `common`'s helpers. Read it first.
+//! - [`double_cpu`] / [`double_cpu_into`]: the CPU reference (one thread, a plain loop the
+//!   compiler vectorises).
+//! - [`DoubleGpu`]: the pipeline and buffers made once for up to `capacity` floats, then
+//!   [`DoubleGpu::upload`], [`DoubleGpu::run`] (the kernel alone, GPU-timed) and
+//!   [`DoubleGpu::download`] separately, or [`DoubleGpu::round_trip`] for all three the way a
+//!   program would do them. The runner (`src/main.rs`) and the benchmarks time these.
+//! - [`double_gpu`]: one call for code that doubles once (and for the tests).
+//!
+//! Run: `cargo run --release -p double` prints the CPU-versus-GPU table;
+//! `cargo run --release -p double -- --walkthrough` runs the seven steps on a few numbers.
+
+pub mod walkthrough;
+
+use common::{GpuContext, GpuError, GpuTimer, TimeSource};
+use rand::{Rng, SeedableRng};
+
+pub use walkthrough::double_walkthrough;
+
+/// The kernel, `shaders/double.wgsl`: `output[i] = 2 * input[i]` for `i < len`.
+pub const SHADER: &str = include_str!("../shaders/double.wgsl");
+
+/// Invocations per workgroup; must equal `WORKGROUP_SIZE` in the shader (a test checks).
+pub const WORKGROUP_SIZE: u32 = 256;
+
+/// Bytes one doubling moves through memory per element: one f32 read, one f32 written. GB/s
+/// figures are `BYTES_PER_ELEMENT * n / seconds`.
+pub const BYTES_PER_ELEMENT: u64 = 8;
+
+/// The CPU reference: `input: [n] -> [n]`, each element times two.
+pub fn double_cpu(input: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; input.len()];
+    double_cpu_into(input, &mut out);
+    out
+}
+
+/// The CPU reference into a buffer you own (what the runner and benches time, so that
+/// allocating and first-touching `out` is not counted): `input: [n] -> out: [n]`.
+///
+/// # Panics
+/// If the lengths differ (a programming error, not user input).
+pub fn double_cpu_into(input: &[f32], out: &mut [f32]) {
+    assert_eq!(input.len(), out.len(), "double_cpu_into: input and output lengths differ");
+    for (o, &x) in out.iter_mut().zip(input) {
+        *o = x * 2.0;
+    }
+}
+
+/// Doubles `input` on the GPU in one call: `input: [n] -> [n]`.
+///
+/// Builds a [`DoubleGpu`] for exactly `n` floats (compiling the pipeline), poisons its output,
+/// uploads, runs and downloads. Fine for doubling once; to double many arrays, make one
+/// [`DoubleGpu`] and reuse it. Errors if `n` floats exceed the device's limits.
+pub fn double_gpu(ctx: &GpuContext, input: &[f32]) -> Result<Vec<f32>, GpuError> {
+    let mut gpu = DoubleGpu::new(ctx, input.len())?;
+    gpu.poison_output(ctx);
+    let mut out = vec![0.0; input.len()];
+    gpu.round_trip(ctx, input, &mut out)?;
+    Ok(out)
+}
+
+/// `n` random floats in [-1000, 1000) from `seed`: negative and positive, never all zeros.
+/// The runner and the benches double these.
+pub fn sample_input(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1000.0f32..1000.0)).collect()
+}
+
+/// The doubling kernel with its buffers, made once for up to `capacity` floats and reused.
+///
+/// The phases are separate so they can be timed separately:
+/// - [`upload`](Self::upload): copy `input: [n]` to the GPU and wait until it is there;
+/// - [`run`](Self::run): the kernel on the uploaded `n` elements, returning its GPU time;
+/// - [`download`](Self::download): copy the `n` results back;
+/// - [`round_trip`](Self::round_trip): all three as one program would do them, with one wait;
+/// - [`record`](Self::record): the dispatch alone, into a compute pass of your own.
+pub struct DoubleGpu {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    /// `[capacity]` f32, read by the kernel.
+    input: wgpu::Buffer,
+    /// `[capacity]` f32, written by the kernel (its first `len` elements).
+    output: wgpu::Buffer,
+    /// One u32: the number of elements the kernel doubles.
+    len_buffer: wgpu::Buffer,
+    timer: GpuTimer,
+    capacity: usize,
+    /// Elements uploaded last, and the workgroups that cover them.
+    len: usize,
+    groups: (u32, u32, u32),
+}
+
+impl DoubleGpu {
+    /// Compiles the kernel and allocates buffers for up to `capacity` floats. Errors (without
+    /// allocating) when `capacity` floats exceed the device's storage binding or buffer size,
+    /// or one dispatch.
+    pub fn new(ctx: &GpuContext, capacity: usize) -> Result<Self, GpuError> {
+        let bytes = capacity as u64 * 4;
+        ctx.check_storage_size("the doubling's input/output buffer", bytes)?;
+        ctx.workgroups_1d(capacity as u64, WORKGROUP_SIZE)?;
+        if u32::try_from(capacity).is_err() {
+            return Err(GpuError::Validation(format!(
+                "{capacity} elements do not fit the shader's u32 index; double at most {} at a time",
+                u32::MAX
+            )));
+        }
+        let pipeline = ctx.compute_pipeline("double", SHADER, "main")?;
+        let input = ctx.storage_buffer_empty("double input", bytes)?;
+        let output = ctx.storage_buffer_empty("double output", bytes)?;
+        let len_buffer = ctx.uniform_buffer("double len", &0u32);
+        let bind_group = ctx.bind_group("double", &pipeline, 0, &[&input, &output, &len_buffer])?;
+        Ok(Self {
+            pipeline,
+            bind_group,
+            input,
+            output,
+            len_buffer,
+            timer: GpuTimer::new(ctx),
+            capacity,
+            len: 0,
+            groups: ctx.workgroups_1d(0, WORKGROUP_SIZE)?,
+        })
+    }
+
+    /// The most floats one upload may hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// How [`run`](Self::run) measures: GPU timestamps, or the wall clock without them.
+    pub fn time_source(&self) -> TimeSource {
+        self.timer.source()
+    }
+
+    /// Fills the whole output buffer with NaN, so an element the kernel fails to write shows
+    /// up in a comparison. Tests and the runner's validation do this before a run.
+    pub fn poison_output(&self, ctx: &GpuContext) {
+        ctx.poison(&self.output);
+    }
+
+    /// Copies `input: [n]` (n <= capacity) to the GPU and waits until it has arrived.
+    pub fn upload(&mut self, ctx: &GpuContext, input: &[f32]) -> Result<(), GpuError> {
+        self.write_input(ctx, input)?;
+        // `write_buffer` only takes effect at the next submit: submit nothing, and wait.
+        ctx.queue.submit([]);
+        ctx.wait()
+    }
+
+    /// Runs the kernel on the last upload's `n` elements and returns the kernel's time in
+    /// seconds (GPU timestamps around the pass where the adapter has them; see
+    /// [`time_source`](Self::time_source)). Waits for the GPU.
+    pub fn run(&self, ctx: &GpuContext) -> Result<f64, GpuError> {
+        self.timer.time_pass(ctx, "double", |pass| self.record(pass))
+    }
+
+    /// Copies the last run's `n` results into `out: [n]` (n = the last upload's length).
+    pub fn download(&self, ctx: &GpuContext, out: &mut [f32]) -> Result<(), GpuError> {
+        if out.len() != self.len {
+            return Err(GpuError::Validation(format!(
+                "download into {} floats, but the last upload held {}",
+                out.len(),
+                self.len
+            )));
+        }
+        ctx.read_into(&self.output, out)
+    }
+
+    /// Upload, kernel and download as a program does them: write the input, submit the kernel
+    /// without timestamps, copy back, waiting once at the end. `input: [n] -> out: [n]`.
+    pub fn round_trip(&mut self, ctx: &GpuContext, input: &[f32], out: &mut [f32]) -> Result<(), GpuError> {
+        if out.len() != input.len() {
+            return Err(GpuError::Validation(format!(
+                "round trip of {} floats into an output of {}",
+                input.len(),
+                out.len()
+            )));
+        }
+        self.write_input(ctx, input)?;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("double") });
+        {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("double"), timestamp_writes: None });
+            self.record(&mut pass);
+        }
+        ctx.queue.submit([encoder.finish()]);
+        // Submits the copy to the staging buffer, waits for everything, maps and copies out.
+        ctx.read_into(&self.output, out)
+    }
+
+    /// Queues `input` and its length for the next submit; no waiting.
+    fn write_input(&mut self, ctx: &GpuContext, input: &[f32]) -> Result<(), GpuError> {
+        if input.len() > self.capacity {
+            return Err(GpuError::Validation(format!(
+                "{} floats do not fit a DoubleGpu made for {}; make it with DoubleGpu::new(ctx, {})",
+                input.len(),
+                self.capacity,
+                input.len()
+            )));
+        }
+        let groups = ctx.workgroups_1d(input.len() as u64, WORKGROUP_SIZE)?;
+        if !input.is_empty() {
+            ctx.queue.write_buffer(&self.input, 0, bytemuck::cast_slice(input));
+        }
+        // Fits: `new` checked that `capacity` fits a u32.
+        let len = input.len() as u32;
+        ctx.queue.write_buffer(&self.len_buffer, 0, bytemuck::bytes_of(&len));
+        self.len = input.len();
+        self.groups = groups;
+        Ok(())
+    }
+
+    /// Records the kernel for the last upload's length into an open compute pass (no submit,
+    /// no wait), so callers can put many dispatches into one pass: the benchmarks time
+    /// kernels back to back this way instead of paying a submit and a timestamp read-back per
+    /// kernel. Record it after `upload`/`round_trip`: the length is the last one written.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        let (x, y, z) = self.groups;
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+}
+
+#[cfg(test)]
+mod tests;
