@@ -22,6 +22,23 @@ use crate::idx::gunzip;
 /// The public mirrors, tried in this order. Each serves `<base><name>.gz`.
 pub const MIRRORS: [&str; 2] = ["https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"];
 
+/// The environment variable that replaces [`MIRRORS`]: base URLs separated by commas (a local
+/// mirror, or a dead address in tests that must not reach the internet).
+pub const MIRRORS_ENV: &str = "MNIST_MIRRORS";
+
+/// The mirrors to try: `$MNIST_MIRRORS` when set, else [`MIRRORS`].
+pub fn mirrors() -> Vec<String> {
+    match std::env::var(MIRRORS_ENV) {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty())
+            .map(|m| if m.ends_with('/') { m.to_string() } else { format!("{m}/") })
+            .collect(),
+        _ => MIRRORS.iter().map(|m| m.to_string()).collect(),
+    }
+}
+
 /// SHA-256 of each decompressed file (identical to the official files).
 pub const SHA256_RAW: [(&str, &str); 4] = [
     ("train-images-idx3-ubyte", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),

@@ -17,7 +17,7 @@ pub enum MnistError {
     /// A bad command-line or configuration value.
     InvalidArgument(String),
     /// The loss became NaN or infinite.
-    NonFiniteLoss { epoch: usize, batch: usize, loss: f64, lr: f32 },
+    NonFiniteLoss { epoch: usize, batch: usize, lr: f32 },
     /// A model file that is missing tensors, has wrong shapes, or is not safetensors at all.
     Model { path: PathBuf, msg: String },
     /// An image for `predict` that cannot be read or holds no digit.
@@ -58,13 +58,14 @@ impl fmt::Display for MnistError {
                 }
                 write!(
                     f,
-                    "\nCopy the four MNIST files into the data folder by hand (see --data-dir / MNIST_DIR)."
+                    "\nCopy the four MNIST files into the data folder by hand (see --data-dir / MNIST_DIR), \
+                 or set MNIST_MIRRORS to mirrors that serve them."
                 )
             }
             MnistError::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
-            MnistError::NonFiniteLoss { epoch, batch, loss, lr } => write!(
+            MnistError::NonFiniteLoss { epoch, batch, lr } => write!(
                 f,
-                "the loss became {loss} at epoch {epoch}, batch {batch}: training diverged. \
+                "the loss became NaN or infinite at epoch {epoch} (by batch {batch}): training diverged. \
                  Try a smaller learning rate (--lr, now {lr}), e.g. {}.",
                 lr / 10.0
             ),

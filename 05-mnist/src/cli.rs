@@ -1,0 +1,447 @@
+//! The command line: `mnist [train] [FLAGS]`, `mnist eval --model PATH`,
+//! `mnist predict --model PATH IMAGE...`. Parsing (clap) and the three commands; the work is
+//! done by the library modules, so the web server can do the same things.
+//!
+//! Bad values are refused while parsing, with the flag named and the exit code 2; every other
+//! error is printed as `error: ...` with the exit code 1 (see `main.rs`). Nothing panics.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpu_layers::Optimizer;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand::seq::index::sample;
+
+use crate::data::{self, Dataset, Mnist};
+use crate::error::{MnistError, Result};
+use crate::metrics::{Confusion, thousands, write_metrics};
+use crate::model_io::{argmax, load_model, save_model};
+use crate::preview::{PreviewItem, digit_lines, per_row_for, render_grid};
+use crate::train::{Device, DeviceChoice, Event, TrainConfig, select_device, train};
+use crate::{download, plot, preprocess};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mnist",
+    version,
+    about = "Train an MNIST digit classifier on the GPU (hand-written WGSL kernels) or the CPU.",
+    long_about = "Train an MNIST digit classifier on the GPU (hand-written WGSL kernels) or the CPU.\n\n\
+                  `mnist` alone trains with the defaults (784-128-10, SGD with momentum, 10 epochs).",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Flags of `train`, the default command.
+    #[command(flatten)]
+    pub train: TrainArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a network (the default command).
+    Train(TrainArgs),
+    /// Evaluate a saved model on the test set: accuracy and confusion matrix.
+    Eval(EvalArgs),
+    /// Classify PNG or JPEG images of digits with a saved model.
+    Predict(PredictArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerName {
+    /// Stochastic gradient descent with momentum (--lr, --momentum).
+    Sgd,
+    /// Adam (--lr; betas 0.9, 0.999).
+    Adam,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DataArgs {
+    /// Folder with the four MNIST files (.gz or raw). Default: $MNIST_DIR, else data/mnist in
+    /// the workspace. Missing files are downloaded there.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Evaluate on the first N test images only.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub limit_test: Option<usize>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrainArgs {
+    /// Hidden layer sizes, comma-separated (`512,256` for two layers; `none` for softmax regression).
+    #[arg(long, value_name = "SIZES", default_value = "128", value_parser = parse_hidden)]
+    pub hidden: Hidden,
+    /// Images per training step.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
+    pub batch_size: usize,
+    /// Passes over the training set.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
+    pub epochs: usize,
+    /// Learning rate [default: 0.05 for sgd, 0.001 for adam].
+    #[arg(long, value_name = "LR", value_parser = positive_f32)]
+    pub lr: Option<f32>,
+    /// SGD momentum, in [0, 1).
+    #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = momentum)]
+    pub momentum: f32,
+    #[arg(long, value_enum, default_value_t = OptimizerName::Sgd)]
+    pub optimizer: OptimizerName,
+    /// Seeds the initial weights and the shuffling.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// auto: a real GPU if there is one, else the CPU; gpu: any adapter, even a software one.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    pub device: DeviceChoice,
+    /// GPU: training steps recorded into one submission.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = at_least_one)]
+    pub steps_per_submit: usize,
+    /// Train on the first N training images only.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub limit_train: Option<usize>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Write one JSON object per epoch (epoch, train_loss, train_acc, test_loss, test_acc, seconds, images_per_sec).
+    #[arg(long, value_name = "PATH")]
+    pub metrics: Option<PathBuf>,
+    /// Save the trained model (safetensors).
+    #[arg(long, value_name = "PATH")]
+    pub save: Option<PathBuf>,
+    /// Draw the loss and accuracy curves (.png or .svg).
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+    /// Test digits shown in the terminal at the end (0: none).
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub preview: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// The model to evaluate (written by `train --save`).
+    #[arg(long, value_name = "PATH")]
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub data: DataArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PredictArgs {
+    /// The model to classify with (written by `train --save`).
+    #[arg(long, value_name = "PATH")]
+    pub model: PathBuf,
+    /// Also draw each image as the network sees it (28x28 after preprocessing).
+    #[arg(long)]
+    pub show: bool,
+    /// PNG or JPEG images, any size, dark ink on light paper or the reverse.
+    #[arg(required = true, value_name = "IMAGE")]
+    pub images: Vec<PathBuf>,
+}
+
+/// Hidden layer sizes (a newtype so clap parses the whole comma list as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden(pub Vec<usize>);
+
+fn parse_hidden(s: &str) -> Result<Hidden, String> {
+    let s = s.trim();
+    if s.is_empty() || s.eq_ignore_ascii_case("none") {
+        return Ok(Hidden(Vec::new()));
+    }
+    s.split(',')
+        .map(|part| match part.trim().parse::<usize>() {
+            Ok(0) => Err("a hidden layer needs at least 1 unit (0 given)".to_string()),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("`{}` is not a layer size; use sizes like 128 or 512,256", part.trim())),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Hidden)
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+fn positive_f32(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a finite number > 0, got {v}")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+fn momentum(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("must be in [0, 1), got {v}")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+impl TrainArgs {
+    /// The run these flags describe.
+    pub fn config(&self) -> TrainConfig {
+        let optimizer = match self.optimizer {
+            OptimizerName::Sgd => Optimizer::sgd(self.lr.unwrap_or(0.05), self.momentum),
+            OptimizerName::Adam => Optimizer::adam(self.lr.unwrap_or(0.001)),
+        };
+        TrainConfig {
+            hidden: self.hidden.0.clone(),
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            optimizer,
+            seed: self.seed,
+            steps_per_submit: self.steps_per_submit,
+        }
+    }
+}
+
+/// Parses `args` and runs the command. `--help`, `--version` and parse errors exit here
+/// through clap (parse errors with code 2).
+pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<()> {
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+    match cli.command {
+        None => run_train(&cli.train),
+        Some(Command::Train(a)) => run_train(&a),
+        Some(Command::Eval(a)) => run_eval(&a),
+        Some(Command::Predict(a)) => run_predict(&a),
+    }
+}
+
+/// Finds (or downloads) and loads the data, and applies the limits.
+pub fn load_data(args: &DataArgs, limit_train: Option<usize>) -> Result<Mnist> {
+    let dir = data::resolve_data_dir(args.data_dir.as_deref());
+    if !data::files_present(&dir) {
+        eprintln!("MNIST is not in {}; downloading it there", dir.display());
+        download_into(&dir)?;
+    }
+    let mut m = data::load(&dir)?;
+    eprintln!("data: {} training and {} test images from {}", thousands(m.train.len() as u64), thousands(m.test.len() as u64), dir.display());
+    if let Some(n) = limit_train {
+        m.train = m.train.take(n);
+    }
+    if let Some(n) = args.limit_test {
+        m.test = m.test.take(n);
+    }
+    if limit_train.is_some() || args.limit_test.is_some() {
+        eprintln!("using the first {} training and {} test images", thousands(m.train.len() as u64), thousands(m.test.len() as u64));
+    }
+    Ok(m)
+}
+
+fn download_into(dir: &Path) -> Result<()> {
+    let mirrors = download::mirrors();
+    let mirrors: Vec<&str> = mirrors.iter().map(String::as_str).collect();
+    download::download_missing(dir, &mirrors, |line| eprintln!("{line}"))?;
+    Ok(())
+}
+
+fn terminal_columns() -> usize {
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(100)
+}
+
+fn run_train(args: &TrainArgs) -> Result<()> {
+    let cfg = args.config();
+    cfg.validate()?;
+    let spec = cfg.spec()?;
+    // Check the output paths before spending minutes training.
+    for path in [&args.metrics, &args.save, &args.plot].into_iter().flatten() {
+        check_writable(path)?;
+    }
+    let data = load_data(&args.data, args.limit_train)?;
+    let selected = select_device(args.device)?;
+    match &selected.device {
+        Device::Gpu(ctx) => ctx.print_banner(),
+        Device::Cpu => {
+            if let Some(n) = &selected.notice {
+                eprintln!("{n}");
+            }
+            eprintln!("device: {}", selected.device.describe());
+        }
+    }
+    println!(
+        "model {} ({} parameters), {}, batch {}, {} epochs, seed {}",
+        spec.describe(),
+        thousands(spec.parameter_count() as u64),
+        cfg.optimizer.describe(),
+        cfg.batch_size,
+        cfg.epochs,
+        cfg.seed
+    );
+
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} batches  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let stop = AtomicBool::new(false);
+    let epochs = cfg.epochs;
+    let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
+        Event::EpochStart { epoch, batches, .. } => {
+            bar.reset();
+            bar.set_length(batches as u64);
+            bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+            bar.set_message("");
+        }
+        Event::Progress(p) => {
+            bar.set_position(p.batch as u64);
+            let loss = if p.loss.is_nan() { "-".to_string() } else { format!("{:.4}", p.loss) };
+            bar.set_message(format!("loss {loss}  {} img/s", thousands(p.images_per_sec.round() as u64)));
+        }
+        Event::EpochEnd(m) => bar.suspend(|| println!("{}", m.line(epochs))),
+    });
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let train_seconds: f64 = outcome.history.iter().map(|m| m.seconds).sum();
+    if let Some(last) = outcome.history.last() {
+        println!(
+            "trained {} epochs in {:.2} s ({:.3} s per epoch, training only): test accuracy {:.2}%",
+            outcome.history.len(),
+            train_seconds,
+            train_seconds / outcome.history.len() as f64,
+            100.0 * last.test_acc
+        );
+    }
+    if let Some(path) = &args.metrics {
+        write_metrics(path, &outcome.history)?;
+        eprintln!("metrics: {}", path.display());
+    }
+    if let Some(path) = &args.save {
+        save_model(path, &outcome.model)?;
+        eprintln!("model: {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        plot::plot_history(path, &outcome.history)?;
+        eprintln!("plot: {}", path.display());
+    }
+    if args.preview > 0 {
+        let mut classifier = outcome.model.classifier()?;
+        print!("{}", preview(&mut classifier, &data.test, args.preview, cfg.seed)?);
+    }
+    Ok(())
+}
+
+/// A few seeded random test digits with the model's predictions, drawn in half blocks.
+pub fn preview(classifier: &mut crate::model_io::Classifier, test: &Dataset, count: usize, seed: u64) -> Result<String> {
+    let count = count.min(test.len());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let picks = sample(&mut rng, test.len(), count).into_vec();
+    let images: Vec<u8> = picks.iter().flat_map(|&i| test.image(i).iter().copied()).collect();
+    let predicted = classifier.predict(&images)?;
+    let items: Vec<PreviewItem> = picks
+        .iter()
+        .zip(&predicted)
+        .map(|(&i, &p)| PreviewItem { pixels: test.image(i), predicted: p, label: test.labels[i] })
+        .collect();
+    Ok(format!("\n{}", render_grid(&items, per_row_for(terminal_columns()))))
+}
+
+/// Fails early when `path`'s folder does not exist (better now than after training).
+fn check_writable(path: &Path) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(MnistError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, format!("the folder {} does not exist", dir.display()))));
+    }
+    Ok(())
+}
+
+fn run_eval(args: &EvalArgs) -> Result<()> {
+    let model = load_model(&args.model)?;
+    let dir = data::resolve_data_dir(args.data.data_dir.as_deref());
+    if !data::files_present(&dir) {
+        eprintln!("MNIST is not in {}; downloading it there", dir.display());
+        download_into(&dir)?;
+    }
+    let mut test = data::load_split(&data::file_path(&dir, data::TEST_IMAGES), &data::file_path(&dir, data::TEST_LABELS))?;
+    if let Some(n) = args.data.limit_test {
+        test = test.take(n);
+    }
+    let start = std::time::Instant::now();
+    let predicted = model.classifier()?.predict(&test.images)?;
+    let confusion = Confusion::new(&test.labels, &predicted);
+    println!("model {} from {}", model.spec.describe(), args.model.display());
+    println!(
+        "test accuracy {:.2}% ({} of {} images) in {:.2} s on the CPU",
+        100.0 * confusion.accuracy(),
+        thousands(confusion.correct()),
+        thousands(confusion.total()),
+        start.elapsed().as_secs_f64()
+    );
+    print!("{}", confusion.render());
+    Ok(())
+}
+
+fn run_predict(args: &PredictArgs) -> Result<()> {
+    let model = load_model(&args.model)?;
+    let mut classifier = model.classifier()?;
+    let mut failures = 0;
+    for path in &args.images {
+        let result = preprocess::preprocess_file(path).and_then(|px| Ok((classifier.probabilities(&px)?, px)));
+        match result {
+            Ok((probs, px)) => {
+                let digit = argmax(&probs);
+                println!("{}: {digit} ({:.1}%)", path.display(), 100.0 * probs[digit as usize]);
+                let row: Vec<String> = probs.iter().enumerate().map(|(d, p)| format!("{d}: {p:.4}")).collect();
+                println!("  {}", row.join("  "));
+                if args.show {
+                    for line in digit_lines(&px) {
+                        println!("  |{line}|");
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                failures += 1;
+            }
+        }
+    }
+    if failures > 0 {
+        return Err(MnistError::InvalidArgument(format!("{failures} of {} images could not be classified", args.images.len())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_sizes_parse() {
+        assert_eq!(parse_hidden("128").unwrap(), Hidden(vec![128]));
+        assert_eq!(parse_hidden("512, 256").unwrap(), Hidden(vec![512, 256]));
+        assert_eq!(parse_hidden("none").unwrap(), Hidden(vec![]));
+        assert!(parse_hidden("128,0").unwrap_err().contains("at least 1"));
+        assert!(parse_hidden("12x").unwrap_err().contains("not a layer size"));
+    }
+
+    #[test]
+    fn defaults_and_subcommands() {
+        let cli = Cli::try_parse_from(["mnist"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.train.config(), TrainConfig::default());
+        let cli = Cli::try_parse_from(["mnist", "--optimizer", "adam", "--epochs", "3"]).unwrap();
+        assert_eq!(cli.train.config().optimizer, Optimizer::adam(0.001));
+        let cli = Cli::try_parse_from(["mnist", "predict", "--model", "m.safetensors", "a.png", "b.jpg"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Predict(ref p)) if p.images.len() == 2));
+        for bad in [
+            vec!["mnist", "--batch-size", "0"],
+            vec!["mnist", "--lr", "0"],
+            vec!["mnist", "--lr", "-1"],
+            vec!["mnist", "--lr", "nan"],
+            vec!["mnist", "--epochs", "0"],
+            vec!["mnist", "--hidden", "0"],
+            vec!["mnist", "--optimizer", "rmsprop"],
+            vec!["mnist", "--momentum", "1"],
+            vec!["mnist", "predict", "--model", "m"],
+        ] {
+            assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}
