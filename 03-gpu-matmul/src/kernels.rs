@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::{MatmulError, Transpose};
+use crate::{Checks, MatmulError, Transpose};
 
 /// The GPU kernels, numbered like their shader files and the runner's command line
 /// (`cargo run --release -p gpu-matmul -- 3`). Number 0 on the command line is the CPU.
@@ -22,8 +22,11 @@ pub enum Kernel {
     Blocked2d = 3,
     /// `04_vec4.wgsl`: vec4 loads and stores, A staged transposed, strided ownership.
     Vec4 = 4,
-    /// `05_double_buffered.wgsl`: kernel 04 with double-buffered tiles, no runtime bounds checks.
+    /// `05_double_buffered.wgsl`: kernel 04 with double-buffered tiles.
     DoubleBuffered = 5,
+    /// `06_coop_matrix.wgsl`: tensor cores (cooperative matrices), f16 inputs, f32 accumulation.
+    /// Only where the adapter has them ([`common::GpuContext::has_cooperative_matrix`]).
+    CoopMatrix = 6,
 }
 
 /// A `Matmul` made with [`crate::Matmul::new`] picks the first tile of a kernel's ladder that
@@ -33,9 +36,11 @@ pub const MIN_WORKGROUPS: u32 = 128;
 
 impl Kernel {
     /// Every GPU kernel, in order.
-    pub const ALL: [Kernel; 5] = [Kernel::Naive, Kernel::Tiled, Kernel::Blocked2d, Kernel::Vec4, Kernel::DoubleBuffered];
+    pub const ALL: [Kernel; 6] =
+        [Kernel::Naive, Kernel::Tiled, Kernel::Blocked2d, Kernel::Vec4, Kernel::DoubleBuffered, Kernel::CoopMatrix];
 
-    /// The fastest kernel that runs on every adapter and handles every shape and transpose.
+    /// The fastest f32 kernel: runs on every adapter, handles every shape and transpose, and
+    /// rounds nothing to f16 (kernel 06 is faster where it exists, at f16 input precision).
     pub const BEST: Kernel = Kernel::DoubleBuffered;
 
     /// The number in the file name, the enum and the command line.
@@ -56,6 +61,7 @@ impl Kernel {
             Kernel::Blocked2d => "blocked2d",
             Kernel::Vec4 => "vec4",
             Kernel::DoubleBuffered => "double_buffered",
+            Kernel::CoopMatrix => "coop_matrix",
         }
     }
 
@@ -72,25 +78,31 @@ impl Kernel {
             Kernel::Blocked2d => include_str!("../shaders/03_blocked2d.wgsl"),
             Kernel::Vec4 => include_str!("../shaders/04_vec4.wgsl"),
             Kernel::DoubleBuffered => include_str!("../shaders/05_double_buffered.wgsl"),
+            Kernel::CoopMatrix => include_str!("../shaders/06_coop_matrix.wgsl"),
         }
     }
 
     /// Whether this kernel needs cooperative matrices (tensor cores).
     pub fn needs_cooperative_matrix(self) -> bool {
-        false
+        self == Kernel::CoopMatrix
     }
 
     /// Whether this kernel reads and writes `vec4<f32>`, so that every row stride must be a
     /// multiple of 4 floats. On other operands `Matmul` runs [`Kernel::Blocked2d`] with the
     /// same tile instead (and says so in [`crate::MatmulCall::kernel`]).
     pub fn needs_vec4_rows(self) -> bool {
-        matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered)
+        matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered | Kernel::CoopMatrix)
     }
 
-    /// Whether the pipeline is compiled without naga's runtime bounds checks
-    /// (`compute_pipeline_unchecked`). Only kernels whose every access is guarded.
-    pub fn unchecked(self) -> bool {
-        matches!(self, Kernel::DoubleBuffered)
+    /// The runtime checks the pipeline is compiled with by default. Kernels 03 on guard every
+    /// global access themselves and index their arrays with constants, so they drop naga's
+    /// checks (`create_shader_module_trusted`): on the H200 the checks made kernel 03 ten times
+    /// slower than kernel 01 (see the README). 01 and 02 keep wgpu's default.
+    pub fn default_checks(self) -> Checks {
+        match self {
+            Kernel::Naive | Kernel::Tiled => Checks::All,
+            _ => Checks::None,
+        }
     }
 
     /// The tolerance a result of this kernel must meet against the f64 CPU reference, for an
@@ -100,9 +112,17 @@ impl Kernel {
     /// for inputs in [-1, 1] the partial sums stay below `k`; `abs = 2e-6 * k` leaves a wide
     /// margin over the error random rounding gives (about sqrt(k) * 2^-24 * |sum|) while a
     /// single wrong or missing term (of size ~0.1 or more) still fails.
+    ///
+    /// Kernel 06 rounds its inputs to f16 (relative error up to 2^-11 each), so each product
+    /// is off by up to ~1e-3 of its size, at random: for inputs in [-1, 1] the sum's error has
+    /// a standard deviation of about 1e-4 * sqrt(k); `abs = 2e-3 * sqrt(k)` is 20 of those,
+    /// still far below the error of one missing 16-wide fragment (about 1).
     pub fn tolerance(self, k: usize) -> (f64, f64) {
         let k = k.max(1) as f64;
-        (1e-4, 2e-6 * k)
+        match self {
+            Kernel::CoopMatrix => (1e-3, 2e-3 * k.sqrt()),
+            _ => (1e-4, 2e-6 * k),
+        }
     }
 
     /// The tile shape used by [`crate::Matmul::new`] for large products.
@@ -117,8 +137,20 @@ impl Kernel {
         match self {
             Kernel::Naive => vec![t(16, 16, 1, 1, 1)],
             Kernel::Tiled => vec![t(16, 16, 16, 1, 1)],
-            Kernel::Blocked2d => vec![t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2)],
-            Kernel::Vec4 | Kernel::DoubleBuffered => vec![t(128, 128, 8, 8, 8), t(64, 64, 8, 4, 4), t(32, 32, 8, 4, 4)],
+            Kernel::Blocked2d => vec![t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2), t(16, 16, 8, 1, 1)],
+            Kernel::Vec4 => vec![t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
+            Kernel::DoubleBuffered => vec![t(128, 128, 8, 8, 8), t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
+            // tm x tn here is one subgroup's block (fixed by the shader: 4 x 2 fragments).
+            Kernel::CoopMatrix => vec![t(128, 128, 32, 64, 32), t(64, 64, 32, 64, 32)],
+        }
+    }
+
+    /// The tiles of [`Kernel::Blocked2d`] that stand in for a vec4 kernel when the operands'
+    /// row strides are not multiples of 4 (the same tiles where they fit kernel 03).
+    pub fn scalar_ladder(self) -> Vec<Tile> {
+        match self {
+            Kernel::Vec4 | Kernel::DoubleBuffered => self.tile_ladder(),
+            _ => Kernel::Blocked2d.tile_ladder(),
         }
     }
 
@@ -139,16 +171,28 @@ impl Kernel {
                 t(128, 256, 8, 8, 16),
                 t(256, 128, 8, 16, 8),
                 t(128, 128, 8, 8, 4),
+                t(128, 64, 8, 8, 8),
+                t(64, 128, 8, 8, 8),
+                t(128, 128, 4, 8, 8),
+                t(128, 128, 8, 16, 8),
             ],
+            Kernel::CoopMatrix => vec![t(128, 128, 16, 64, 32), t(128, 128, 64, 64, 32), t(128, 64, 32, 64, 32), t(256, 128, 32, 64, 32), t(128, 256, 32, 64, 32)],
         });
         tiles
+    }
+
+    /// Invocations per workgroup: one per `tm x tn` block, except kernel 06, where a
+    /// `tm x tn` block belongs to a subgroup of 32.
+    pub fn threads(self, tile: Tile) -> u32 {
+        let blocks = tile.threads();
+        if self == Kernel::CoopMatrix { blocks * 32 } else { blocks }
     }
 
     /// The `const` values written into the shader for `tile` and `t`, after checking that the
     /// tile shape is one this kernel can run on this device.
     pub(crate) fn constants(self, tile: Tile, t: Transpose, limits: &wgpu::Limits) -> Result<Vec<(&'static str, String)>, MatmulError> {
         let bad = |why: String| Err(MatmulError::Config { kernel: self, tile, why });
-        let threads = tile.threads();
+        let threads = self.threads(tile);
         if threads == 0 || threads > limits.max_compute_invocations_per_workgroup {
             return bad(format!(
                 "{threads} invocations per workgroup (bm/tm * bn/tn, with tm | bm and tn | bn); this device allows 1 to {}",
@@ -186,6 +230,18 @@ impl Kernel {
                 }
                 let halves = if self == Kernel::DoubleBuffered { 2 } else { 1 };
                 halves * (tile.bm + tile.bn) * tile.bk * 4
+            }
+            Kernel::CoopMatrix => {
+                if (tile.tm, tile.tn) != (64, 32) || tile.bk == 0 || tile.bk % 16 != 0 {
+                    return bad("each subgroup computes 64 x 32 of C (tm = 64, tn = 32) in 16-deep steps: bk a multiple of 16".into());
+                }
+                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk)] {
+                    consts.push((name, u(v)));
+                }
+                // f16 tiles with 8 halves of padding per row, plus one f32 16x16 scratch per subgroup.
+                let (a_rows, a_cols) = if t == Transpose::A { (tile.bk, tile.bm) } else { (tile.bm, tile.bk) };
+                let (b_rows, b_cols) = if t == Transpose::B { (tile.bn, tile.bk) } else { (tile.bk, tile.bn) };
+                a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2 + (threads / 32) * 1024
             }
         };
         if shared > limits.max_compute_workgroup_storage_size {
@@ -268,11 +324,12 @@ mod tests {
             assert!(k.source().starts_with(&format!("// {}:", k.file())), "{} must open with its name", k.file());
             assert!(k.tune_tiles().contains(&k.default_tile()));
             // Every listed tile passes the kernel's own checks on a device like lavapipe (32 KiB of
-            // workgroup memory, 1024 invocations), so the tests can run all of them.
+            // workgroup memory, 1024 invocations), so the tests can run all of them; tensor-core
+            // tiles on one like the H200 (48 KiB).
             for tile in k.tune_tiles() {
                 for t in crate::TRANSPOSES {
                     let limits = wgpu::Limits {
-                        max_compute_workgroup_storage_size: 32 << 10,
+                        max_compute_workgroup_storage_size: if k.needs_cooperative_matrix() { 48 << 10 } else { 32 << 10 },
                         max_compute_invocations_per_workgroup: 1024,
                         ..wgpu::Limits::default()
                     };
@@ -281,5 +338,56 @@ mod tests {
             }
         }
         assert_eq!(Kernel::from_number(0), None);
+    }
+
+    /// Every kernel, every tune tile, every transpose: parsed and validated by naga (with the
+    /// capabilities the H200 offers, cooperative matrices included, which lavapipe lacks) and
+    /// written to SPIR-V both with wgpu's default checks and without them. This catches WGSL
+    /// errors and naga back-end panics without a GPU.
+    #[test]
+    fn every_shader_validates_through_naga_to_spirv() {
+        use naga::back::spv;
+        use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let limits = wgpu::Limits {
+            max_compute_workgroup_storage_size: 48 << 10,
+            max_compute_invocations_per_workgroup: 1024,
+            ..wgpu::Limits::default()
+        };
+        let caps = Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP | Capabilities::COOPERATIVE_MATRIX;
+        let checked = spv::Options {
+            lang_version: (1, 6),
+            bounds_check_policies: BoundsCheckPolicies {
+                index: BoundsCheckPolicy::Restrict,
+                buffer: BoundsCheckPolicy::Restrict,
+                image_load: BoundsCheckPolicy::Restrict,
+                binding_array: BoundsCheckPolicy::Unchecked,
+            },
+            ..spv::Options::default()
+        };
+        let unchecked = spv::Options {
+            lang_version: (1, 6),
+            bounds_check_policies: BoundsCheckPolicies::default(),
+            force_loop_bounding: false,
+            emit_int_div_checks: false,
+            ..spv::Options::default()
+        };
+        for k in Kernel::ALL {
+            for tile in k.tune_tiles() {
+                for t in crate::TRANSPOSES {
+                    let what = format!("kernel {k} tile {tile} {t:?}");
+                    let consts = k.constants(tile, t, &limits).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let src = specialize(k.source(), &consts).unwrap();
+                    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+                    let info = Validator::new(ValidationFlags::all(), caps)
+                        .validate(&module)
+                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+                    for options in [&checked, &unchecked] {
+                        let words = spv::write_vec(&module, &info, options, None).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert!(words.len() > 100, "{what}: suspiciously short SPIR-V");
+                    }
+                }
+            }
+        }
     }
 }

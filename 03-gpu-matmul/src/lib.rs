@@ -186,16 +186,56 @@ struct Dims {
     _pad: [u32; 2],
 }
 
+/// The runtime checks naga compiles into a shader module.
+///
+/// wgpu's default ([`Checks::All`]) makes every shader memory-safe whatever it does: each
+/// array index is clamped into range, each loop gets a hidden iteration bound, each integer
+/// division is guarded. That costs little in simple kernels and, on the H200, a factor of ten
+/// in register-blocked ones. [`Checks::None`] drops them (`create_shader_module_trusted`):
+/// only for kernels that guard every access themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Checks {
+    /// Every check naga has (wgpu's default, `ShaderRuntimeChecks::checked()`).
+    All,
+    /// Index clamping only: no forced loop bounds, no division guards.
+    BoundsOnly,
+    /// No runtime checks at all (`ShaderRuntimeChecks::unchecked()`).
+    None,
+}
+
+impl Checks {
+    fn runtime_checks(self) -> wgpu::ShaderRuntimeChecks {
+        match self {
+            Checks::All => wgpu::ShaderRuntimeChecks::checked(),
+            Checks::BoundsOnly => {
+                wgpu::ShaderRuntimeChecks { bounds_checks: true, ..wgpu::ShaderRuntimeChecks::unchecked() }
+            }
+            Checks::None => wgpu::ShaderRuntimeChecks::unchecked(),
+        }
+    }
+}
+
+impl fmt::Display for Checks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Checks::All => "all checks",
+            Checks::BoundsOnly => "bounds checks only",
+            Checks::None => "no checks",
+        })
+    }
+}
+
 /// One kernel with one tile shape, its pipelines compiled on first use (per transpose).
 struct Variant {
     kernel: Kernel,
     tile: Tile,
+    checks: Checks,
     pipelines: [OnceLock<wgpu::ComputePipeline>; 3],
 }
 
 impl Variant {
-    fn new(kernel: Kernel, tile: Tile) -> Self {
-        Self { kernel, tile, pipelines: Default::default() }
+    fn new(kernel: Kernel, tile: Tile, checks: Option<Checks>) -> Self {
+        Self { kernel, tile, checks: checks.unwrap_or(kernel.default_checks()), pipelines: Default::default() }
     }
 
     fn pipeline(&self, ctx: &GpuContext, t: Transpose) -> Result<&wgpu::ComputePipeline, MatmulError> {
@@ -207,7 +247,7 @@ impl Variant {
         let wgsl = specialize(self.kernel.source(), &consts)
             .map_err(|why| MatmulError::Config { kernel: self.kernel, tile: self.tile, why })?;
         let label = format!("matmul {} {} ({})", self.kernel, self.tile, formula(t));
-        let pipeline = build_pipeline(ctx, &label, &wgsl, self.kernel.unchecked())?;
+        let pipeline = build_pipeline(ctx, &label, &wgsl, self.checks)?;
         Ok(slot.get_or_init(|| pipeline))
     }
 
@@ -245,11 +285,15 @@ impl Matmul {
     /// The kernel with a tile ladder, largest first. The first tile's `A * B` pipeline is
     /// compiled now, so a bad tile or shader fails here rather than at the first call.
     pub fn with_tiles(ctx: &GpuContext, kernel: Kernel, tiles: Vec<Tile>) -> Result<Self, MatmulError> {
-        if kernel.needs_cooperative_matrix() && !ctx.has_cooperative_matrix() {
-            return Err(MatmulError::Unsupported {
-                kernel,
-                why: format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name),
-            });
+        Self::with_options(ctx, kernel, tiles, None)
+    }
+
+    /// Like [`Matmul::with_tiles`], with the runtime checks chosen instead of the kernel's
+    /// default ([`Kernel::default_checks`]); the runner uses this to measure what checks cost.
+    /// Unchecked kernels must guard every access: all of this crate's kernels do.
+    pub fn with_options(ctx: &GpuContext, kernel: Kernel, tiles: Vec<Tile>, checks: Option<Checks>) -> Result<Self, MatmulError> {
+        if kernel.needs_cooperative_matrix() {
+            coop_support(ctx).map_err(|why| MatmulError::Unsupported { kernel, why })?;
         }
         if tiles.is_empty() {
             return Err(MatmulError::Unsupported { kernel, why: "no tile shape given".into() });
@@ -258,12 +302,14 @@ impl Matmul {
         for &tile in &tiles {
             kernel.constants(tile, Transpose::None, &ctx.limits)?;
         }
-        let scalar = if kernel.needs_vec4_rows() {
-            tiles.iter().map(|&t| Variant::new(Kernel::Blocked2d, t)).collect()
-        } else {
+        let scalar = if !kernel.needs_vec4_rows() {
             Vec::new()
+        } else if kernel.needs_cooperative_matrix() {
+            kernel.scalar_ladder().into_iter().map(|t| Variant::new(Kernel::Blocked2d, t, checks)).collect()
+        } else {
+            tiles.iter().map(|&t| Variant::new(Kernel::Blocked2d, t, checks)).collect()
         };
-        let mm = Self { kernel, ladder: tiles.into_iter().map(|t| Variant::new(kernel, t)).collect(), scalar };
+        let mm = Self { kernel, ladder: tiles.into_iter().map(|t| Variant::new(kernel, t, checks)).collect(), scalar };
         mm.ladder[0].pipeline(ctx, Transpose::None)?;
         Ok(mm)
     }
@@ -357,20 +403,41 @@ impl Matmul {
     }
 }
 
+/// Why kernel 06 cannot run on this adapter, if it cannot: it needs cooperative matrices
+/// with 16x16x16 f16 inputs and f32 accumulators, and subgroups of exactly 32 (its layout of
+/// subgroups over the tile assumes 32 invocations each).
+pub fn coop_support(ctx: &GpuContext) -> Result<(), String> {
+    if !ctx.has_cooperative_matrix() {
+        return Err(format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name));
+    }
+    let ok = ctx.cooperative_matrix_properties().iter().any(|p| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+            && p.ab_type == wgpu::CooperativeScalarType::F16
+            && p.cr_type == wgpu::CooperativeScalarType::F32
+    });
+    if !ok {
+        return Err(format!("{} has cooperative matrices, but not 16x16x16 with f16 inputs and f32 results", ctx.info.name));
+    }
+    let (lo, hi) = (ctx.info.subgroup_min_size, ctx.info.subgroup_max_size);
+    if !ctx.features.contains(wgpu::Features::SUBGROUP) || lo != 32 || hi != 32 {
+        return Err(format!("it needs subgroups of exactly 32 invocations; {} has {lo} to {hi}", ctx.info.name));
+    }
+    Ok(())
+}
+
 /// Builds a compute pipeline without zero-initialising workgroup memory (every kernel writes
-/// its shared tiles before reading them). `unchecked` drops naga's runtime bounds checks
-/// (`create_shader_module_trusted`), for kernels whose every access is guarded.
-fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, unchecked: bool) -> Result<wgpu::ComputePipeline, GpuError> {
+/// its shared tiles before reading them), with the given runtime checks.
+fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, checks: Checks) -> Result<wgpu::ComputePipeline, GpuError> {
     ctx.scoped(|| {
         let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if unchecked {
-            // SAFETY: only kernels with `Kernel::unchecked()` get here; each guards every
-            // storage access with an explicit test against the shape uniform, and indexes its
-            // workgroup and private arrays with in-range functions of constants and the
-            // invocation id. The tests run awkward shapes through every transpose.
-            unsafe { ctx.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
-        } else {
+        let module = if checks == Checks::All {
             ctx.device.create_shader_module(desc)
+        } else {
+            // SAFETY: every kernel in this crate guards each storage access with an explicit
+            // test against the shape uniform, and indexes its workgroup and private arrays with
+            // in-range functions of constants and the invocation id; the tests run awkward
+            // shapes through every kernel and transpose to keep it so.
+            unsafe { ctx.device.create_shader_module_trusted(desc, checks.runtime_checks()) }
         };
         ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
