@@ -46,7 +46,7 @@ impl GpuContext {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.check_storage_size(label, bytes.len() as u64)?;
         let padded;
-        let contents = if bytes.len() % 4 == 0 && !bytes.is_empty() {
+        let contents = if bytes.len().is_multiple_of(4) && !bytes.is_empty() {
             bytes
         } else {
             padded = pad_to_4(bytes);

@@ -88,8 +88,10 @@ impl GpuContext {
 pub fn workgroups_1d(len: u64, workgroup_size: u32, max_per_dim: u32) -> Result<(u32, u32, u32), GpuError> {
     let groups = len.div_ceil(workgroup_size as u64).max(1);
     let max = max_per_dim as u64;
-    let x = groups.min(max);
-    let y = groups.div_ceil(x);
+    // Fewest rows first, then spread the groups evenly over them: 2^24 elements at 256 a
+    // group become (32768, 2), not (65535, 2) with half of the second row idle.
+    let y = groups.div_ceil(max);
+    let x = groups.div_ceil(y);
     if y > max {
         return Err(GpuError::TooLarge {
             what: format!("a dispatch of {len} invocations"),
@@ -116,11 +118,13 @@ mod tests {
     fn large_lengths_spill_into_y_and_cover_everything() {
         let len = 65_535u64 * 256 + 1;
         let (x, y, z) = workgroups_1d(len, 256, 65535).unwrap();
-        assert_eq!((x, y, z), (65535, 2, 1));
+        assert_eq!((x, y, z), (32768, 2, 1));
         assert!(x as u64 * y as u64 * 256 >= len);
         let len = 1u64 << 26;
         let (x, y, _) = workgroups_1d(len, 256, 65535).unwrap();
         assert!(x as u64 * y as u64 * 256 >= len && x <= 65535 && y <= 65535);
+        // Balanced: the idle groups are fewer than one row.
+        assert!(x as u64 * y as u64 - len.div_ceil(256) < y as u64);
     }
 
     #[test]
