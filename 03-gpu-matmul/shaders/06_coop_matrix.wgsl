@@ -13,8 +13,10 @@
 // are accumulated in f32. So the result carries the rounding of the INPUTS to f16 (a relative
 // 2^-11 per element), which the runner's looser tolerance for this kernel allows for.
 //
-// Workgroup: BM x BN of C, THREADS / 32 subgroups; each subgroup owns a 64 x 32 block = 4 x 2
-// fragments (8 accumulators, named c00 .. c31 below: fragments cannot live in arrays we index).
+// Workgroup: BM x BN of C, one subgroup per WM x WN block of it; each subgroup owns FM x FN
+// fragments of 16 x 16 (WM = 16 FM, WN = 16 FN; up to 4 x 4 accumulators, named c00 .. c33
+// below, because fragments cannot live in arrays we index). The default, 128 x 128 with
+// 64 x 32 per subgroup:
 //
 //     BN = 128 columns: 4 subgroup columns of 32
 //   +--------+--------+--------+--------+
@@ -25,11 +27,11 @@
 //   |        |        |        |        |  [c30 c31]
 //   +--------+--------+--------+--------+
 //
-// Per step of BK along k: every invocation loads its share of the next A and B tiles from
-// global memory into registers (vec4<f32>) BEFORE computing on the current ones, so the loads
-// overlap the tensor-core work; then the tiles are rounded to f16 into workgroup memory
-// (padded rows: 16-byte-aligned fragments, fewer bank conflicts), and each subgroup runs
-// BK/16 x 8 coopMultiplyAdds. A transposed operand is not shuffled: its tile keeps the stored
+// Per step of BK along k (double-buffered as in kernel 05): every invocation issues its global
+// loads (vec4<f32>) of the NEXT A and B tiles, each subgroup runs BK/16 x FM x FN
+// coopMultiplyAdds on the CURRENT tiles, then the loaded values are rounded to f16 into the
+// other half of the tiles (padded rows: 16-byte-aligned fragments, fewer bank conflicts), and
+// one barrier ends the step. A transposed operand is not shuffled: its tile keeps the stored
 // layout and is read with the column-major `coopLoad` instead of the row-major `coopLoadT`.
 //
 // At the end, fragments of workgroups lying wholly inside C go straight to memory with
@@ -57,8 +59,10 @@ const BM: u32 = 128u;
 const BN: u32 = 128u;
 const BK: u32 = 32u;
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
-const WM: u32 = 64u;            // rows of C per subgroup (4 fragments)
-const WN: u32 = 32u;            // columns of C per subgroup (2 fragments)
+const FM: u32 = 4u;             // fragments per subgroup along m (1 to 4)
+const FN: u32 = 2u;             // fragments per subgroup along n (1 to 4)
+const WM: u32 = 16u * FM;       // rows of C per subgroup
+const WN: u32 = 16u * FN;       // columns of C per subgroup
 const SG_N: u32 = BN / WN;      // subgroups along n
 const SUBGROUPS: u32 = (BM / WM) * SG_N;
 const THREADS: u32 = SUBGROUPS * SG;
@@ -77,8 +81,11 @@ const B_VEC4: u32 = B_ROWS * B_COLS / 4u;
 const LA: u32 = (A_VEC4 + THREADS - 1u) / THREADS;
 const LB: u32 = (B_VEC4 + THREADS - 1u) / THREADS;
 
-var<workgroup> a_tile: array<f16, A_ROWS * LDA_S>;
-var<workgroup> b_tile: array<f16, B_ROWS * LDB_S>;
+const A_HALF: u32 = A_ROWS * LDA_S;           // halves in one buffer of the A tile
+const B_HALF: u32 = B_ROWS * LDB_S;
+
+var<workgroup> a_tile: array<f16, 2u * A_HALF>; // two buffers: current and next
+var<workgroup> b_tile: array<f16, 2u * B_HALF>;
 var<workgroup> c_stage: array<f32, SUBGROUPS * 256u>; // one 16x16 f32 scratch per subgroup
 
 var<private> a_next: array<vec4<f32>, LA>;
@@ -122,38 +129,38 @@ fn fetch(tid: u32, row0: u32, col0: u32, p0: u32) {
     }
 }
 
-// The fetched registers, rounded to f16, into the tiles.
-fn stash(tid: u32) {
+// The fetched registers, rounded to f16, into buffer `h` of the tiles.
+fn stash(tid: u32, h: u32) {
     for (var l = 0u; l < LA; l++) {
         let e = tid + l * THREADS;
         if A_VEC4 % THREADS != 0u && e >= A_VEC4 { break; }
-        let at = (e / (A_COLS / 4u)) * LDA_S + (e % (A_COLS / 4u)) * 4u;
+        let at = h * A_HALF + (e / (A_COLS / 4u)) * LDA_S + (e % (A_COLS / 4u)) * 4u;
         let v = vec4<f16>(a_next[l]);
         a_tile[at] = v.x; a_tile[at + 1u] = v.y; a_tile[at + 2u] = v.z; a_tile[at + 3u] = v.w;
     }
     for (var l = 0u; l < LB; l++) {
         let e = tid + l * THREADS;
         if B_VEC4 % THREADS != 0u && e >= B_VEC4 { break; }
-        let at = (e / (B_COLS / 4u)) * LDB_S + (e % (B_COLS / 4u)) * 4u;
+        let at = h * B_HALF + (e / (B_COLS / 4u)) * LDB_S + (e % (B_COLS / 4u)) * 4u;
         let v = vec4<f16>(b_next[l]);
         b_tile[at] = v.x; b_tile[at + 1u] = v.y; b_tile[at + 2u] = v.z; b_tile[at + 3u] = v.w;
     }
 }
 
-// The 16x16 fragment of the A tile at rows i..i+16, k q..q+16 (tile coordinates).
-fn frag_a(i: u32, q: u32) -> coop_mat16x16<f16, A> {
+// The 16x16 fragment of buffer h of the A tile at rows i..i+16, k q..q+16.
+fn frag_a(h: u32, i: u32, q: u32) -> coop_mat16x16<f16, A> {
     if TRANS_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_tile[q * LDA_S + i], LDA_S);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_tile[h * A_HALF + q * LDA_S + i], LDA_S);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_tile[i * LDA_S + q], LDA_S);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_tile[h * A_HALF + i * LDA_S + q], LDA_S);
 }
 
-// The 16x16 fragment of the B tile at k q..q+16, columns j..j+16.
-fn frag_b(q: u32, j: u32) -> coop_mat16x16<f16, B> {
+// The 16x16 fragment of buffer h of the B tile at k q..q+16, columns j..j+16.
+fn frag_b(h: u32, q: u32, j: u32) -> coop_mat16x16<f16, B> {
     if TRANS_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_tile[j * LDB_S + q], LDB_S);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_tile[h * B_HALF + j * LDB_S + q], LDB_S);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_tile[q * LDB_S + j], LDB_S);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_tile[h * B_HALF + q * LDB_S + j], LDB_S);
 }
 
 // Writes fragment `acc` of C at (i0, j0): straight to memory when the whole workgroup block is
@@ -198,46 +205,72 @@ fn main(
     // nothing. No early `return`: naga requires cooperative operations in uniform control
     // flow and counts any `return` against it.
     let inside = row0 < dims.m && col0 < dims.n;
-    // This subgroup's 64 x 32 block inside the workgroup's tile.
+    // This subgroup's WM x WN block inside the workgroup's tile.
     let wi = (sg / SG_N) * WM;
     let wj = (sg % SG_N) * WN;
 
-    var c00 = coop_mat16x16<f32, C>();
-    var c01 = coop_mat16x16<f32, C>();
-    var c10 = coop_mat16x16<f32, C>();
-    var c11 = coop_mat16x16<f32, C>();
-    var c20 = coop_mat16x16<f32, C>();
-    var c21 = coop_mat16x16<f32, C>();
-    var c30 = coop_mat16x16<f32, C>();
-    var c31 = coop_mat16x16<f32, C>();
+    // FM x FN accumulators; those past FM or FN are never touched (the tests on FM and FN
+    // below are on constants: uniform, and removed by the compiler).
+    var c00 = coop_mat16x16<f32, C>(); var c01 = coop_mat16x16<f32, C>();
+    var c02 = coop_mat16x16<f32, C>(); var c03 = coop_mat16x16<f32, C>();
+    var c10 = coop_mat16x16<f32, C>(); var c11 = coop_mat16x16<f32, C>();
+    var c12 = coop_mat16x16<f32, C>(); var c13 = coop_mat16x16<f32, C>();
+    var c20 = coop_mat16x16<f32, C>(); var c21 = coop_mat16x16<f32, C>();
+    var c22 = coop_mat16x16<f32, C>(); var c23 = coop_mat16x16<f32, C>();
+    var c30 = coop_mat16x16<f32, C>(); var c31 = coop_mat16x16<f32, C>();
+    var c32 = coop_mat16x16<f32, C>(); var c33 = coop_mat16x16<f32, C>();
+    var b0: coop_mat16x16<f16, B>; var b1: coop_mat16x16<f16, B>;
+    var b2: coop_mat16x16<f16, B>; var b3: coop_mat16x16<f16, B>;
+    var a0: coop_mat16x16<f16, A>;
 
     let steps = select(0u, (dims.k + BK - 1u) / BK, inside);
     if steps > 0u {
         fetch(tid, row0, col0, 0u);
+        stash(tid, 0u);
     }
+    workgroupBarrier();
     for (var t = 0u; t < steps; t++) {
-        workgroupBarrier(); // everyone is done reading the previous tiles
-        stash(tid);
-        workgroupBarrier(); // the new tiles are complete
-        if t + 1u < steps {
+        let h = t % 2u;
+        let more = t + 1u < steps;
+        if more {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
         for (var q = 0u; q < BK; q += 16u) {
-            let b0 = frag_b(q, wj);
-            let b1 = frag_b(q, wj + 16u);
-            let a0 = frag_a(wi, q);
+            b0 = frag_b(h, q, wj);
+            if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
+            if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
+            if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
+            a0 = frag_a(h, wi, q);
             c00 = coopMultiplyAdd(a0, b0, c00);
-            c01 = coopMultiplyAdd(a0, b1, c01);
-            let a1 = frag_a(wi + 16u, q);
-            c10 = coopMultiplyAdd(a1, b0, c10);
-            c11 = coopMultiplyAdd(a1, b1, c11);
-            let a2 = frag_a(wi + 32u, q);
-            c20 = coopMultiplyAdd(a2, b0, c20);
-            c21 = coopMultiplyAdd(a2, b1, c21);
-            let a3 = frag_a(wi + 48u, q);
-            c30 = coopMultiplyAdd(a3, b0, c30);
-            c31 = coopMultiplyAdd(a3, b1, c31);
+            if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
+            if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
+            if FN > 3u { c03 = coopMultiplyAdd(a0, b3, c03); }
+            if FM > 1u {
+                a0 = frag_a(h, wi + 16u, q);
+                c10 = coopMultiplyAdd(a0, b0, c10);
+                if FN > 1u { c11 = coopMultiplyAdd(a0, b1, c11); }
+                if FN > 2u { c12 = coopMultiplyAdd(a0, b2, c12); }
+                if FN > 3u { c13 = coopMultiplyAdd(a0, b3, c13); }
+            }
+            if FM > 2u {
+                a0 = frag_a(h, wi + 32u, q);
+                c20 = coopMultiplyAdd(a0, b0, c20);
+                if FN > 1u { c21 = coopMultiplyAdd(a0, b1, c21); }
+                if FN > 2u { c22 = coopMultiplyAdd(a0, b2, c22); }
+                if FN > 3u { c23 = coopMultiplyAdd(a0, b3, c23); }
+            }
+            if FM > 3u {
+                a0 = frag_a(h, wi + 48u, q);
+                c30 = coopMultiplyAdd(a0, b0, c30);
+                if FN > 1u { c31 = coopMultiplyAdd(a0, b1, c31); }
+                if FN > 2u { c32 = coopMultiplyAdd(a0, b2, c32); }
+                if FN > 3u { c33 = coopMultiplyAdd(a0, b3, c33); }
+            }
         }
+        if more {
+            stash(tid, 1u - h); // the other buffer: last read one step ago, before the barrier
+        }
+        workgroupBarrier();
     }
 
     // Direct stores need the workgroup's block inside C and 16-byte-aligned rows.
@@ -245,11 +278,25 @@ fn main(
     let i = row0 + wi;
     let j = col0 + wj;
     store(c00, i, j, direct, sg, lane);
-    store(c01, i, j + 16u, direct, sg, lane);
-    store(c10, i + 16u, j, direct, sg, lane);
-    store(c11, i + 16u, j + 16u, direct, sg, lane);
-    store(c20, i + 32u, j, direct, sg, lane);
-    store(c21, i + 32u, j + 16u, direct, sg, lane);
-    store(c30, i + 48u, j, direct, sg, lane);
-    store(c31, i + 48u, j + 16u, direct, sg, lane);
+    if FN > 1u { store(c01, i, j + 16u, direct, sg, lane); }
+    if FN > 2u { store(c02, i, j + 32u, direct, sg, lane); }
+    if FN > 3u { store(c03, i, j + 48u, direct, sg, lane); }
+    if FM > 1u {
+        store(c10, i + 16u, j, direct, sg, lane);
+        if FN > 1u { store(c11, i + 16u, j + 16u, direct, sg, lane); }
+        if FN > 2u { store(c12, i + 16u, j + 32u, direct, sg, lane); }
+        if FN > 3u { store(c13, i + 16u, j + 48u, direct, sg, lane); }
+    }
+    if FM > 2u {
+        store(c20, i + 32u, j, direct, sg, lane);
+        if FN > 1u { store(c21, i + 32u, j + 16u, direct, sg, lane); }
+        if FN > 2u { store(c22, i + 32u, j + 32u, direct, sg, lane); }
+        if FN > 3u { store(c23, i + 32u, j + 48u, direct, sg, lane); }
+    }
+    if FM > 3u {
+        store(c30, i + 48u, j, direct, sg, lane);
+        if FN > 1u { store(c31, i + 48u, j + 16u, direct, sg, lane); }
+        if FN > 2u { store(c32, i + 48u, j + 32u, direct, sg, lane); }
+        if FN > 3u { store(c33, i + 48u, j + 48u, direct, sg, lane); }
+    }
 }

@@ -140,8 +140,8 @@ impl Kernel {
             Kernel::Blocked2d => vec![t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2), t(16, 16, 8, 1, 1)],
             Kernel::Vec4 => vec![t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
             Kernel::DoubleBuffered => vec![t(128, 128, 8, 8, 8), t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
-            // tm x tn here is one subgroup's block (fixed by the shader: 4 x 2 fragments).
-            Kernel::CoopMatrix => vec![t(128, 128, 32, 64, 32), t(64, 64, 32, 64, 32)],
+            // tm x tn here is one subgroup's block of 16 x 16 fragments.
+            Kernel::CoopMatrix => vec![t(128, 128, 32, 64, 32), t(64, 64, 32, 32, 32)],
         }
     }
 
@@ -176,7 +176,14 @@ impl Kernel {
                 t(128, 128, 4, 8, 8),
                 t(128, 128, 8, 16, 8),
             ],
-            Kernel::CoopMatrix => vec![t(128, 128, 16, 64, 32), t(128, 128, 64, 64, 32), t(128, 64, 32, 64, 32), t(256, 128, 32, 64, 32), t(128, 256, 32, 64, 32)],
+            Kernel::CoopMatrix => vec![
+                t(128, 128, 32, 64, 64),
+                t(128, 128, 16, 64, 32),
+                t(128, 256, 16, 64, 64),
+                t(256, 128, 16, 64, 64),
+                t(128, 64, 32, 64, 32),
+                t(64, 128, 32, 32, 64),
+            ],
         });
         tiles
     }
@@ -232,16 +239,20 @@ impl Kernel {
                 halves * (tile.bm + tile.bn) * tile.bk * 4
             }
             Kernel::CoopMatrix => {
-                if (tile.tm, tile.tn) != (64, 32) || tile.bk == 0 || tile.bk % 16 != 0 {
-                    return bad("each subgroup computes 64 x 32 of C (tm = 64, tn = 32) in 16-deep steps: bk a multiple of 16".into());
+                let frags = |v: u32| v % 16 == 0 && (16..=64).contains(&v);
+                if !frags(tile.tm) || !frags(tile.tn) || tile.bk == 0 || tile.bk % 16 != 0 {
+                    return bad("a subgroup computes tm x tn of C in 16 x 16 fragments, 1 to 4 each way \
+                                (tm, tn in 16, 32, 48, 64), in 16-deep steps (bk a multiple of 16)"
+                        .into());
                 }
-                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk)] {
+                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("FM", tile.tm / 16), ("FN", tile.tn / 16)] {
                     consts.push((name, u(v)));
                 }
-                // f16 tiles with 8 halves of padding per row, plus one f32 16x16 scratch per subgroup.
+                // Two buffers of f16 tiles with 8 halves of padding per row, plus one f32
+                // 16 x 16 scratch per subgroup.
                 let (a_rows, a_cols) = if t == Transpose::A { (tile.bk, tile.bm) } else { (tile.bm, tile.bk) };
                 let (b_rows, b_cols) = if t == Transpose::B { (tile.bn, tile.bk) } else { (tile.bk, tile.bn) };
-                a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2 + (threads / 32) * 1024
+                2 * (a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2) + (threads / 32) * 1024
             }
         };
         if shared > limits.max_compute_workgroup_storage_size {
