@@ -87,9 +87,13 @@ fn adam_step(o: Opt, t: u32, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
     return Moved(param - o.lr * m_hat / (sqrt(v_hat) + o.eps), m, v);
 }
 
-// The counters buffer: [loss sum (f32 bits), rows, correct, bad labels, step]. See metrics.wgsl.
-const COUNTER_LOSS: u32 = 0u;
-const COUNTER_ROWS: u32 = 1u;
-const COUNTER_CORRECT: u32 = 2u;
-const COUNTER_BAD_LABELS: u32 = 3u;
-const COUNTER_STEP: u32 = 4u;
+// The counters buffer (see metrics in softmax_row.wgsl):
+//   [loss low word, loss high word, rows, correct, bad labels, non-finite losses, step, 0].
+// The loss sum is a 64-bit fixed-point number in units of 2^-20, added with integer atomics.
+const COUNTER_LOSS_LO: u32 = 0u;
+const COUNTER_LOSS_HI: u32 = 1u;
+const COUNTER_ROWS: u32 = 2u;
+const COUNTER_CORRECT: u32 = 3u;
+const COUNTER_BAD_LABELS: u32 = 4u;
+const COUNTER_NON_FINITE: u32 = 5u;
+const COUNTER_STEP: u32 = 6u;

@@ -4,13 +4,15 @@
 //
 // Why not a classic tiled matmul? Training shapes are small and skinny: 64 x 784 x 128 for an
 // MNIST batch is 6.4 M multiply-adds, a fraction of a microsecond of arithmetic for a big GPU.
-// What costs is latency: a 16x16 tile kernel walks K = 784 in 49 dependent steps with a barrier
-// in each, and makes only 32 workgroups, far fewer than the GPU has cores. So this kernel splits
-// K instead: a workgroup owns TR rows x TN columns; its KS = 8 rows of invocations each sum every
-// 8th k (8 independent chains, 8x shorter), keeping TR = 4 row accumulators per invocation so
-// each weight read from memory is used 4 times. The KS partial sums then meet in workgroup
-// memory, where the bias and the activation are applied on the way out. Lanes of a subgroup run
-// along the columns: their weight reads are contiguous and their x reads are one broadcast value.
+// What costs is LATENCY: a thread that walks k = 0..784 one load at a time waits for memory
+// ~800 times in a row, and a 16x16-tile kernel walks 49 tiles with two barriers each, in only 32
+// workgroups. So this kernel splits k instead: a workgroup owns TR rows x TN columns; its KS = 16
+// rows of invocations each sum every 16th k (16 chains, 16x shorter), with TR = 4 row
+// accumulators per invocation so each weight read is used 4 times; and the k loop is unrolled
+// by 4 with all loads first, so 20 loads are in flight at once instead of 5. The KS partial
+// sums then meet in workgroup memory, where bias and activation are applied on the way out.
+// Lanes of a subgroup run along the columns: their weight reads are contiguous, and their x
+// reads are one value broadcast to all.
 
 struct Params {
     inputs: u32,
@@ -26,12 +28,12 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 
 const TN: u32 = 32u; // columns per workgroup (workgroup_size.x)
-const KS: u32 = 8u;  // slices of the k loop (workgroup_size.y)
+const KS: u32 = 16u; // slices of the k loop (workgroup_size.y)
 const TR: u32 = 4u;  // rows per workgroup, one accumulator each per invocation
 
-var<workgroup> partial: array<f32, 1024>; // [KS][TR][TN]
+var<workgroup> partial: array<f32, 2048>; // [KS][TR][TN]
 
-@compute @workgroup_size(32, 8)
+@compute @workgroup_size(32, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let row0 = wid.y * TR;
     if row0 >= batch.rows {
@@ -49,9 +51,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let x3 = min(row0 + 3u, last) * k_len;
     var acc = vec4<f32>(0.0);
     if col < n {
-        for (var k = lid.y; k < k_len; k += KS) {
-            let w = params[k * n + col];
-            acc += vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]) * w;
+        var k = lid.y;
+        loop {
+            if k + 3u * KS >= k_len {
+                break;
+            }
+            let k1 = k + KS;
+            let k2 = k + 2u * KS;
+            let k3 = k + 3u * KS;
+            let w0 = params[k * n + col];
+            let w1 = params[k1 * n + col];
+            let w2 = params[k2 * n + col];
+            let w3 = params[k3 * n + col];
+            let a0 = vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]);
+            let a1 = vec4<f32>(x[x0 + k1], x[x1 + k1], x[x2 + k1], x[x3 + k1]);
+            let a2 = vec4<f32>(x[x0 + k2], x[x1 + k2], x[x2 + k2], x[x3 + k2]);
+            let a3 = vec4<f32>(x[x0 + k3], x[x1 + k3], x[x2 + k3], x[x3 + k3]);
+            acc += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3;
+            k += 4u * KS;
+        }
+        for (; k < k_len; k += KS) {
+            acc += vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]) * params[k * n + col];
         }
     }
     let base = lid.y * TR * TN + lid.x;

@@ -48,7 +48,27 @@ fn main(
         let s = lid / classes;
         var acc = 0.0;
         if s < slices {
-            for (var k = s; k < k_len; k += slices) {
+            // Unrolled by 4, loads first, so four pairs of loads are in flight at once.
+            var k = s;
+            loop {
+                if k + 3u * slices >= k_len {
+                    break;
+                }
+                let k1 = k + slices;
+                let k2 = k1 + slices;
+                let k3 = k2 + slices;
+                let h0 = h[h_row + k];
+                let h1 = h[h_row + k1];
+                let h2 = h[h_row + k2];
+                let h3 = h[h_row + k3];
+                let w0 = params[k * classes + c];
+                let w1 = params[k1 * classes + c];
+                let w2 = params[k2 * classes + c];
+                let w3 = params[k3 * classes + c];
+                acc += h0 * w0 + h1 * w1 + h2 * w2 + h3 * w3;
+                k += 4u * slices;
+            }
+            for (; k < k_len; k += slices) {
                 acc += h[h_row + k] * params[k * classes + c];
             }
         }

@@ -22,17 +22,26 @@ var<workgroup> row_values: array<f32, MAX_CLASSES>;
 var<workgroup> red_val: array<f32, ROW_WG>;
 var<workgroup> red_idx: array<u32, ROW_WG>;
 
-// counters[COUNTER_LOSS] += v for an f32 stored as bits. WGSL atomics exist only for i32/u32,
-// so a float add is a compare-exchange loop: read, add, swap if nobody changed it meanwhile,
-// else retry with the value that is there now. One call per row, so contention stays low.
-fn atomic_add_loss(v: f32) {
-    var old = atomicLoad(&counters[COUNTER_LOSS]);
-    loop {
-        let r = atomicCompareExchangeWeak(&counters[COUNTER_LOSS], old, bitcast<u32>(bitcast<f32>(old) + v));
-        if r.exchanged {
-            break;
-        }
-        old = r.old_value;
+// Adds one row's loss to the 64-bit fixed-point sum in counters[LO], counters[HI] (units of
+// 2^-20). WGSL atomics exist only for 32-bit integers, and a float compare-exchange loop makes
+// the rows of a batch queue up and retry on one address; integer adds never retry, and the
+// sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU twin
+// computes exactly the same bits. The carry out of the low word is detected from the value
+// atomicAdd returns, so concurrent adds stay exact. A NaN or absurd loss (> 1e12) is counted
+// instead, and take_metrics reports it.
+fn add_loss(loss: f32) {
+    if !(loss <= 1e12) {
+        atomicAdd(&counters[COUNTER_NON_FINITE], 1u);
+        return;
+    }
+    let v = max(loss, 0.0);               // rounding can make a perfect row's loss -1e-7
+    let hi = floor(v * 0.000244140625);   // whole multiples of 2^12 (= 2^32 units); * 2^-12 is exact
+    let lo = u32((v - hi * 4096.0) * 1048576.0); // the rest, in units of 2^-20
+    let old = atomicAdd(&counters[COUNTER_LOSS_LO], lo);
+    let carry = select(0u, 1u, old > 0xffffffffu - lo);
+    let high = u32(hi) + carry;
+    if high != 0u {
+        atomicAdd(&counters[COUNTER_LOSS_HI], high);
     }
 }
 
@@ -106,7 +115,7 @@ fn softmax_ce_row(lid: u32, classes: u32, label: u32, mode: u32, inv_rows: f32, 
     if lid == 0u && mode != MODE_PREDICT {
         atomicAdd(&counters[COUNTER_ROWS], 1u);
         if label_ok {
-            atomic_add_loss(log(total) + m - z_label);
+            add_loss(log(total) + m - z_label);
             if arg == label {
                 atomicAdd(&counters[COUNTER_CORRECT], 1u);
             }

@@ -83,11 +83,28 @@ pub fn column_sum(x: &[f32], cols: usize, out: &mut [f32]) {
 /// What the loss kernels add to the counters, per call.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LossStats {
-    /// Sum of per-row losses, accumulated in f32 like the GPU's counter.
-    pub loss_sum: f32,
+    /// Sum of the per-row losses in fixed point ([`loss_to_fixed`]), exactly as the GPU adds them.
+    pub loss_fixed: u64,
     pub rows: u32,
     pub correct: u32,
     pub bad_labels: u32,
+    /// Rows whose loss was NaN, infinite or above 1e12 (left out of the sum).
+    pub non_finite: u32,
+}
+
+/// Fixed-point units per 1.0 of loss: the loss sum is counted in units of 2^-20.
+pub const LOSS_UNITS_PER_ONE: f64 = 1048576.0;
+
+/// One row's loss as the GPU's `add_loss` (softmax_row.wgsl) adds it: `None` for NaN or
+/// `> 1e12`, else the loss (at least 0) in units of 2^-20, split and rounded like the kernel.
+pub fn loss_to_fixed(loss: f32) -> Option<u64> {
+    if !(loss <= 1e12) {
+        return None;
+    }
+    let v = loss.max(0.0);
+    let hi = (v * (1.0 / 4096.0)).floor();
+    let lo = ((v - hi * 4096.0) * 1048576.0) as u32;
+    Some(((hi as u64) << 32) + lo as u64)
 }
 
 /// `softmax_ce.wgsl` / `softmax_row.wgsl`: numerically stable softmax cross-entropy.
@@ -128,7 +145,10 @@ pub fn softmax_cross_entropy(
         if mode != Mode::Predict {
             stats.rows += 1;
             if label_ok {
-                stats.loss_sum += total.ln() + m - z[label];
+                match loss_to_fixed(total.ln() + m - z[label]) {
+                    Some(fixed) => stats.loss_fixed += fixed,
+                    None => stats.non_finite += 1,
+                }
                 stats.correct += (arg == label) as u32;
             } else {
                 stats.bad_labels += 1;
@@ -270,7 +290,8 @@ mod tests {
         let logits = [0.0, 3f32.ln()];
         let mut out = [0.0; 2];
         let s = softmax_cross_entropy(&logits, 2, &[1], Mode::Train, 1.0, &mut out);
-        assert!((s.loss_sum - (4.0f32 / 3.0).ln()).abs() < 1e-6, "{s:?}");
+        let loss = s.loss_fixed as f64 / LOSS_UNITS_PER_ONE;
+        assert!((loss - (4.0f64 / 3.0).ln()).abs() < 1e-6, "{s:?}");
         assert!((out[0] - 0.25).abs() < 1e-6 && (out[1] + 0.25).abs() < 1e-6, "{out:?}");
         assert_eq!((s.rows, s.correct, s.bad_labels), (1, 1, 0));
     }
@@ -280,8 +301,19 @@ mod tests {
         let logits = [1e4, -1e4, 0.0, -1e4, 1e4, 0.0];
         let mut out = [0.0; 6];
         let s = softmax_cross_entropy(&logits, 3, &[1, 1], Mode::Train, 0.5, &mut out);
-        assert!(s.loss_sum.is_finite() && (s.loss_sum - 2e4).abs() < 1.0, "{s:?}");
+        let loss = s.loss_fixed as f64 / LOSS_UNITS_PER_ONE;
+        assert!(s.non_finite == 0 && (loss - 2e4).abs() < 1.0, "{s:?}");
         assert!(out.iter().all(|v| v.is_finite()), "{out:?}");
+    }
+
+    #[test]
+    fn fixed_point_loss_by_hand() {
+        assert_eq!(loss_to_fixed(1.0), Some(1 << 20));
+        assert_eq!(loss_to_fixed(-1e-7), Some(0));
+        assert_eq!(loss_to_fixed(4096.5), Some((1 << 32) + (1 << 19)));
+        assert_eq!(loss_to_fixed(f32::NAN), None);
+        assert_eq!(loss_to_fixed(f32::INFINITY), None);
+        assert_eq!(loss_to_fixed(2e12), None);
     }
 
     #[test]

@@ -7,7 +7,10 @@
 
 use cpu_matrix::Matrix;
 
-use crate::network::{COUNTER_LOSS, COUNTER_ROWS, COUNTER_CORRECT, COUNTER_BAD_LABELS, COUNTER_STEP, join_parameters, split_parameters};
+use crate::network::{
+    COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS, COUNTER_STEP,
+    join_parameters, split_parameters,
+};
 use crate::tape::{Elem, Mode, Op, TensorId, TensorInfo, View};
 use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer, cpu};
 
@@ -94,7 +97,11 @@ impl CpuTape {
     /// Adds one loss op's statistics to the counters, as the loss kernels do with atomics.
     fn count(&mut self, counters: TensorId, stats: cpu::LossStats, mode: Mode) {
         let c = &mut self.u32s[counters.0];
-        c[COUNTER_LOSS] = (f32::from_bits(c[COUNTER_LOSS]) + stats.loss_sum).to_bits();
+        // 64-bit fixed point in two words, wrapping like the GPU's atomics.
+        let sum = ((c[COUNTER_LOSS_HI] as u64) << 32 | c[COUNTER_LOSS_LO] as u64).wrapping_add(stats.loss_fixed);
+        c[COUNTER_LOSS_LO] = sum as u32;
+        c[COUNTER_LOSS_HI] = (sum >> 32) as u32;
+        c[COUNTER_NON_FINITE] += stats.non_finite;
         c[COUNTER_ROWS] += stats.rows;
         c[COUNTER_CORRECT] += stats.correct;
         c[COUNTER_BAD_LABELS] += stats.bad_labels;
@@ -176,14 +183,15 @@ impl CpuTape {
                 let r = cpu::linear_backward_input(self.get(dy), b, dy.cols, &self.f32s[params.0], dx.cols, self.get(h), act)?;
                 self.f32s[dx.tensor.0][..r.len()].copy_from_slice(&r);
             }
-            Op::LinearUpdate { x, dy, params, grads, state, counters, opt } => {
-                let g = cpu::linear_grads(self.get(x), b, x.cols, self.get(dy), dy.cols)?;
-                self.f32s[grads.0][..g.len()].copy_from_slice(&g);
+            Op::LinearUpdate { first, second, counters, opt } => {
                 let step = self.u32s[counters.0][COUNTER_STEP];
-                let mut st = std::mem::take(&mut self.f32s[state.0]);
-                let n = g.len();
-                cpu::update(&mut self.f32s[params.0][..n], &g, &mut st, opt, step);
-                self.f32s[state.0] = st;
+                for l in std::iter::once(first).chain(second) {
+                    let g = cpu::linear_grads(self.get(l.x), b, l.x.cols, self.get(l.dy), l.dy.cols)?;
+                    self.f32s[l.grads.0][..g.len()].copy_from_slice(&g);
+                    let mut st = std::mem::take(&mut self.f32s[l.state.0]);
+                    cpu::update(&mut self.f32s[l.params.0][..g.len()], &g, &mut st, opt, step);
+                    self.f32s[l.state.0] = st;
+                }
             }
         }
         Ok(())
@@ -264,9 +272,7 @@ impl CpuTrainer {
     pub fn take_metrics(&mut self) -> Result<Metrics, LayersError> {
         let c = self.tape.u32_mut(self.net.counters);
         let snapshot = c.to_vec();
-        for i in [COUNTER_LOSS, COUNTER_ROWS, COUNTER_CORRECT, COUNTER_BAD_LABELS] {
-            c[i] = 0;
-        }
+        c[..COUNTER_STEP].iter_mut().for_each(|v| *v = 0);
         self.net.metrics_from_counters(&snapshot)
     }
 

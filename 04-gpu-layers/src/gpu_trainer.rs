@@ -15,9 +15,9 @@ use cpu_matrix::Matrix;
 use gpu_matmul::{GpuMatrix, MatmulCall, Transpose};
 
 use crate::buffers::{Allocations, BufferManager};
-use crate::kernels::{BatchUniform, KernelId, Kernels, OptUniform, Params4};
+use crate::kernels::{BatchUniform, KernelId, Kernels, OptUniform, Params4, UpdateUniform};
 use crate::network::{COUNTER_STEP, COUNTERS, join_parameters, split_parameters};
-use crate::tape::{Dim, Elem, Op, Product, TensorId, TensorInfo, View};
+use crate::tape::{Dim, Elem, LayerUpdate, Op, Product, TensorId, TensorInfo, View};
 use crate::{Activation, Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
 
 /// One prepared op: everything a recording needs, made once.
@@ -53,9 +53,11 @@ pub struct GpuTape {
     buffers: Vec<wgpu::Buffer>,
     elems: Vec<Elem>,
     batch_uniform: wgpu::Buffer,
-    /// Bound where a kernel has a binding the op does not use (the fused output layer's `dh`
-    /// when there is no layer below it).
+    /// Bound where a kernel has bindings the op does not use (the fused output layer's `dh`
+    /// when there is no layer below it, the second layer of a one-layer linear_update): one
+    /// read-only and three writable placeholders, so no buffer is bound twice.
     placeholder: wgpu::Buffer,
+    placeholders_rw: [wgpu::Buffer; 3],
     programs: Vec<Vec<Step>>,
 }
 
@@ -72,6 +74,11 @@ impl GpuTape {
         }
         let batch_uniform = manager.uniform(ctx, "batch", &BatchUniform::new(max_batch));
         let placeholder = manager.storage(ctx, "placeholder", 16)?;
+        let placeholders_rw = [
+            manager.storage(ctx, "placeholder rw 0", 16)?,
+            manager.storage(ctx, "placeholder rw 1", 16)?,
+            manager.storage(ctx, "placeholder rw 2", 16)?,
+        ];
         Ok(Self {
             max_batch,
             batch: AtomicUsize::new(max_batch),
@@ -80,6 +87,7 @@ impl GpuTape {
             elems: tensors.iter().map(|t| t.elem).collect(),
             batch_uniform,
             placeholder,
+            placeholders_rw,
             programs: Vec::new(),
         })
     }
@@ -107,6 +115,11 @@ impl GpuTape {
         }
         ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
         Ok(())
+    }
+
+    /// Records only dispatch `index` of `program` (for timing one kernel at a time).
+    pub fn record_one(&self, program: ProgramId, index: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.programs[program.0][index].record(pass);
     }
 
     /// Dispatches one recording of `program` makes.
@@ -262,7 +275,7 @@ impl GpuTape {
             Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
                 let (dh_buf, dh_act) = match dh {
                     Some((v, a)) => (buf(v.tensor), act(a)),
-                    None => (placeholder, 0),
+                    None => (&self.placeholders_rw[0], 0),
                 };
                 kernel(
                     KernelId::OutputLayer,
@@ -277,15 +290,41 @@ impl GpuTape {
                 &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
                 elementwise(rows(&dx) * dx.cols)?,
             ),
-            Op::LinearUpdate { x, dy, params, grads, state, counters, opt } => {
-                let count = (x.cols + 1) * dy.cols;
-                let uniform = m.uniform(ctx, name, &OptUniform::new(opt, count, x.cols, dy.cols));
-                kernel(
-                    KernelId::LinearUpdate,
-                    &uniform,
-                    &[buf(x.tensor), buf(dy.tensor), buf(params), buf(grads), buf(state), buf(counters), batch],
-                    elementwise(count)?,
-                )
+            Op::LinearUpdate { first, second, counters, opt } => {
+                // Workgroups: T x T tiles (T = 32) of each layer's [(in + 1), out] parameters.
+                let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(32), l.dy.cols.div_ceil(32));
+                let (ta, tb) = (tiles(&first), second.as_ref().map_or((0, 1), tiles));
+                let groups = ta.0 * ta.1 + tb.0 * tb.1;
+                check_groups(ctx, name, groups)?;
+                let shape = |l: Option<&LayerUpdate>, t: (usize, usize), first_group: usize| {
+                    let (i, o) = l.map_or((0, 0), |l| (l.x.cols, l.dy.cols));
+                    [i as u32, o as u32, t.1 as u32, first_group as u32]
+                };
+                let uniform = UpdateUniform {
+                    opt: OptUniform::new(opt, 0, 0, 0),
+                    a: shape(Some(&first), ta, 0),
+                    b: shape(second.as_ref(), tb, ta.0 * ta.1),
+                };
+                let [p0, p1, p2] = &self.placeholders_rw;
+                let b_bufs: [&wgpu::Buffer; 5] = match &second {
+                    Some(l) => [buf(l.x.tensor), buf(l.dy.tensor), buf(l.params), buf(l.grads), buf(l.state)],
+                    None => [placeholder, placeholder, p0, p1, p2],
+                };
+                let bound = [
+                    buf(first.x.tensor),
+                    buf(first.dy.tensor),
+                    buf(first.params),
+                    buf(first.grads),
+                    buf(first.state),
+                    b_bufs[0],
+                    b_bufs[1],
+                    b_bufs[2],
+                    b_bufs[3],
+                    b_bufs[4],
+                    buf(counters),
+                    batch,
+                ];
+                kernel(KernelId::LinearUpdate, &m.uniform(ctx, name, &uniform), &bound, (groups as u32, 1, 1))
             }
         }
     }
@@ -360,6 +399,12 @@ impl GpuTrainer {
     /// Dispatches one recorded training step makes.
     pub fn dispatches_per_step(&self) -> usize {
         self.tape.dispatches(self.train)
+    }
+
+    /// The tape underneath, and the id of its training program (to time single kernels with
+    /// [`GpuTape::record_one`]; the ops are `network().train`, in the same order).
+    pub fn tape(&self) -> (&GpuTape, ProgramId) {
+        (&self.tape, self.train)
     }
 
     /// Buffers, bind groups and bytes this trainer has allocated (all of it at construction).

@@ -154,6 +154,16 @@ pub(crate) struct OptUniform {
     pub eps: f32,
 }
 
+/// `Update` in `shaders/linear_update.wgsl`: the optimizer and two layers' shapes, each
+/// `[inputs, outputs, tiles along outputs, first workgroup]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct UpdateUniform {
+    pub opt: OptUniform,
+    pub a: [u32; 4],
+    pub b: [u32; 4],
+}
+
 impl OptUniform {
     pub fn new(opt: crate::Optimizer, count: usize, inputs: usize, outputs: usize) -> Self {
         let (kind, lr, beta1, beta2, eps) = match opt {

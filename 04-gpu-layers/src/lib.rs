@@ -31,7 +31,7 @@
 //! {
 //!     let mut pass = encoder.begin_compute_pass(&Default::default());
 //!     for _ in 0..10 {
-//!         trainer.record_step(&mut pass);    // 4 dispatches, no CPU work, no read-back
+//!         trainer.record_step(&mut pass);    // 3 dispatches, no CPU work, no read-back
 //!     }
 //! }
 //! ctx.queue.submit([encoder.finish()]);
@@ -57,4 +57,4 @@ pub use gpu_trainer::{GpuTape, GpuTrainer, ProgramId};
 pub use kernels::{KernelId, Kernels};
 pub use network::{ActivationLayer, Fusion, Linear, Network, SoftmaxCrossEntropy};
 pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
-pub use tape::{Dim, Elem, Mode, Op, Product, TensorId, TensorInfo, View};
+pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, Product, TensorId, TensorInfo, View};

@@ -1,1 +1,347 @@
-fn main() {}
+//! `cargo run --release -p gpu-layers`: train small networks on the GPU and on the CPU side by
+//! side, with the same starting weights and the same batches, and watch both losses fall.
+//!
+//! 1. XOR (4 points, 2-8-2 ReLU, Adam): the smallest problem a linear model cannot solve.
+//! 2. Two spirals (2-D points on two interleaved spirals, 2-32-32-2 tanh, Adam, batches of 64
+//!    with a smaller last batch each epoch).
+//!
+//! `--bench` then times a training step of the MNIST shape (784-128-10 ReLU, batch 64, SGD with
+//! momentum; 938 steps = one epoch recorded into ONE compute pass) with the fused and the
+//! composed tapes: dispatches per step, GPU time per epoch and per step (timestamps), and the
+//! wall clock of record + submit + wait. Random data stands in for MNIST: the timing does not
+//! depend on the values. Stage 05 adds one gather dispatch per step.
+
+use std::f32::consts::PI;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use common::{GpuContext, GpuTimer, median};
+use cpu_matrix::Matrix;
+use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Metrics, NetworkSpec, Optimizer};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+
+#[derive(Parser, Debug)]
+#[command(about = "Train XOR and two spirals on the GPU and the CPU side by side; --bench times the MNIST-shaped step.")]
+struct Args {
+    /// Training steps for XOR.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    xor_steps: u32,
+    /// Epochs over the spirals.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    spiral_epochs: u32,
+    /// Points per spiral arm.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
+    spiral_points: u32,
+    /// Also time the MNIST-shaped training step (784-HIDDEN-10, batch BATCH, STEPS per pass).
+    #[arg(long)]
+    bench: bool,
+    /// Only the benchmark (skip XOR and the spirals).
+    #[arg(long)]
+    bench_only: bool,
+    /// Steps recorded into one pass for --bench (938 = one MNIST epoch at batch 64).
+    #[arg(long, default_value_t = 938, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    steps: u32,
+    /// Batch size for --bench.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    batch: u32,
+    /// Hidden width for --bench.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    hidden: u32,
+    /// Timed repetitions for --bench (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+    /// Steps per submission for the "chunked" wall-clock column of --bench: recording the next
+    /// chunk overlaps the GPU running the previous one.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    chunk: u32,
+}
+
+type AnyError = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    println!("gpu-layers: layers, losses and optimizers on the GPU, checked against the CPU");
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), AnyError> {
+    let ctx = GpuContext::new()?;
+    ctx.print_banner();
+    println!("adapter: {}", ctx.adapter_line());
+    let kernels = Kernels::new();
+    if !args.bench_only {
+        xor(&ctx, &kernels, args.xor_steps as usize)?;
+        spirals(&ctx, &kernels, args.spiral_epochs as usize, args.spiral_points as usize)?;
+    }
+    if args.bench || args.bench_only {
+        bench(&ctx, &kernels, args)?;
+    }
+    Ok(())
+}
+
+/// One GPU trainer and one CPU trainer with the same seed: same starting weights.
+fn pair(
+    ctx: &GpuContext,
+    kernels: &Arc<Kernels>,
+    spec: &NetworkSpec,
+    opt: Optimizer,
+    max_batch: usize,
+) -> Result<(GpuTrainer, CpuTrainer), LayersError> {
+    let seed = 42;
+    let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, max_batch, seed, Fusion::Fused)?;
+    let cpu = CpuTrainer::new(spec, opt, max_batch, seed)?;
+    Ok((gpu, cpu))
+}
+
+fn header(title: &str, spec: &NetworkSpec, opt: Optimizer, gpu: &GpuTrainer, unit: &str) {
+    println!();
+    println!("== {title}: {}, {}", spec.describe(), opt.describe());
+    println!(
+        "   GPU: {} dispatches per step, {} buffers and {} bind groups ({:.1} KiB) allocated once",
+        gpu.dispatches_per_step(),
+        gpu.allocations().buffers,
+        gpu.allocations().bind_groups,
+        gpu.allocations().bytes as f64 / 1024.0
+    );
+    println!("{unit:>7} | {:>10} {:>10} | {:>8} {:>8}", "GPU loss", "CPU loss", "GPU acc", "CPU acc");
+}
+
+fn row(at: usize, g: Metrics, c: Metrics) {
+    println!(
+        "{at:>7} | {:>10.6} {:>10.6} | {:>7.1}% {:>7.1}%",
+        g.mean_loss(),
+        c.mean_loss(),
+        100.0 * g.accuracy(),
+        100.0 * c.accuracy()
+    );
+}
+
+/// How far apart the two devices' parameters ended up.
+fn max_difference(gpu: &[Matrix], cpu: &[Matrix]) -> f32 {
+    gpu.iter().zip(cpu).flat_map(|(a, b)| a.data.iter().zip(&b.data).map(|(x, y)| (x - y).abs())).fold(0.0, f32::max)
+}
+
+fn xor(ctx: &GpuContext, kernels: &Arc<Kernels>, steps: usize) -> Result<(), AnyError> {
+    let spec = NetworkSpec::new(2, &[8], 2)?;
+    let opt = Optimizer::adam(0.05);
+    let (gpu, mut cpu) = pair(ctx, kernels, &spec, opt, 4)?;
+    let x = Matrix::new(4, 2, vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])?;
+    let labels = [0u8, 1, 1, 0];
+    header("XOR", &spec, opt, &gpu, "step");
+    gpu.write_batch(ctx, &x, &labels)?;
+    let every = (steps / 10).max(1);
+    for step in 1..=steps {
+        gpu.train_steps(ctx, 1)?;
+        cpu.train_step(&x, &labels)?;
+        if step % every == 0 || step == 1 {
+            // The loss of the batch just trained on (before this step's update).
+            row(step, gpu.take_metrics(ctx)?, cpu.take_metrics()?);
+        }
+    }
+    gpu.take_metrics(ctx)?;
+    let probs = gpu.predict_probs(ctx, &x)?;
+    let answers: Vec<String> = probs.data.chunks(2).map(|p| format!("{:.3}", p[1])).collect();
+    println!("   P(xor = 1) on the GPU for 00, 01, 10, 11: {}", answers.join(", "));
+    println!("   largest |GPU - CPU| parameter difference: {:.2e}", max_difference(&gpu.parameters(ctx)?, &cpu.parameters()));
+    Ok(())
+}
+
+/// `points` per arm: arm k at angle t + k*pi, radius growing with t (up to 3), plus a little
+/// noise. Coordinates of a few units keep tanh units out of their flat tails at the start.
+fn two_spirals(points: usize, seed: u64) -> (Matrix, Vec<u8>) {
+    use rand::Rng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut data = Vec::with_capacity(4 * points);
+    let mut labels = Vec::with_capacity(2 * points);
+    for arm in 0..2u8 {
+        for i in 0..points {
+            let t = 0.25 + 3.0 * PI * i as f32 / points as f32; // one and a half turns
+            let r = t / PI;
+            let angle = t + arm as f32 * PI;
+            data.push(r * angle.cos() + rng.random_range(-0.06..0.06));
+            data.push(r * angle.sin() + rng.random_range(-0.06..0.06));
+            labels.push(arm);
+        }
+    }
+    (Matrix { rows: 2 * points, cols: 2, data }, labels)
+}
+
+fn spirals(ctx: &GpuContext, kernels: &Arc<Kernels>, epochs: usize, points: usize) -> Result<(), AnyError> {
+    let spec = NetworkSpec::new(2, &[32, 32], 2)?.with_activation(Activation::Tanh);
+    let opt = Optimizer::adam(0.03);
+    let batch = 64;
+    let (gpu, mut cpu) = pair(ctx, kernels, &spec, opt, batch)?;
+    let (x, labels) = two_spirals(points, 7);
+    let n = x.rows;
+    header(
+        &format!("two spirals, {n} points, batches of {batch} (last one {})", if n % batch == 0 { batch } else { n % batch }),
+        &spec,
+        opt,
+        &gpu,
+        "epoch",
+    );
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let every = (epochs / 10).max(1);
+    let start = Instant::now();
+    for epoch in 1..=epochs {
+        order.shuffle(&mut rng);
+        for chunk in order.chunks(batch) {
+            let xb = Matrix { rows: chunk.len(), cols: 2, data: chunk.iter().flat_map(|&i| [x.data[2 * i], x.data[2 * i + 1]]).collect() };
+            let lb: Vec<u8> = chunk.iter().map(|&i| labels[i]).collect();
+            // A smaller last batch only changes the batch uniform: no new buffers.
+            gpu.write_batch(ctx, &xb, &lb)?;
+            gpu.train_steps(ctx, 1)?;
+            cpu.train_step(&xb, &lb)?;
+        }
+        let (g, c) = (gpu.take_metrics(ctx)?, cpu.take_metrics()?);
+        if epoch % every == 0 || epoch == 1 {
+            row(epoch, g, c);
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let g = gpu.predict_probs(ctx, &x)?;
+    let c = cpu.predict_probs(&x)?;
+    let accuracy = |p: &Matrix| p.data.chunks(2).zip(&labels).filter(|(p, l)| (p[1] > p[0]) == (**l == 1)).count() as f64 / n as f64;
+    println!(
+        "   final accuracy over all points: GPU {:.1}%, CPU {:.1}% ({seconds:.1} s for both, one submit per step)",
+        100.0 * accuracy(&g),
+        100.0 * accuracy(&c)
+    );
+    println!("   largest |GPU - CPU| parameter difference: {:.2e}", max_difference(&gpu.parameters(ctx)?, &cpu.parameters()));
+    Ok(())
+}
+
+/// Times `steps` training steps recorded into one pass, for both fusions.
+fn bench(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args) -> Result<(), AnyError> {
+    let spec = NetworkSpec::new(784, &[args.hidden as usize], 10)?;
+    for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
+        bench_one(ctx, kernels, args, &spec, opt)?;
+    }
+    Ok(())
+}
+
+fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &NetworkSpec, opt: Optimizer) -> Result<(), AnyError> {
+    let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
+    let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 5);
+    let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+    let timer = GpuTimer::new(ctx);
+    println!();
+    println!(
+        "== speed: {}, batch {batch}, {}, {steps} steps recorded into one compute pass, median of {reps}",
+        spec.describe(),
+        opt.describe()
+    );
+    println!("   adapter: {}; GPU time from {}", ctx.adapter_line(), timer.source());
+    println!(
+        "{:>9} | {:>10} | {:>12} {:>9} | {:>10} {:>10} {:>12}",
+        "tape",
+        "dispatches",
+        "GPU ms/pass",
+        "us/step",
+        "record ms",
+        "wall ms",
+        format!("wall ms /{}", args.chunk)
+    );
+    for fusion in [Fusion::Fused, Fusion::Composed] {
+        let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, fusion)?;
+        // Validate before timing: one step against the CPU reference.
+        let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
+        gpu.write_batch(ctx, &x, &labels)?;
+        gpu.train_steps(ctx, 1)?;
+        cpu.train_step(&x, &labels)?;
+        common::check_close(
+            &gpu.parameters(ctx)?.concat_data(),
+            &cpu.parameters().concat_data(),
+            1e-4,
+            1e-5,
+        )
+        .map_err(|e| format!("{fusion:?} step differs from the CPU: {e}"))?;
+        gpu.take_metrics(ctx)?;
+        let before = gpu.allocations();
+        // Warm up (first submission of this size), then time.
+        gpu.train_steps(ctx, steps)?;
+        ctx.wait()?;
+        let (mut gpu_s, mut record_s, mut wall_s, mut chunked_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            gpu_s.push(timer.time_pass(ctx, "epoch", |pass| (0..steps).for_each(|_| gpu.record_step(pass)))?);
+            // Wall clock of the whole thing a training loop pays: record, submit, wait.
+            let start = Instant::now();
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                (0..steps).for_each(|_| gpu.record_step(&mut pass));
+            }
+            let commands = encoder.finish();
+            record_s.push(start.elapsed().as_secs_f64());
+            ctx.queue.submit([commands]);
+            ctx.wait()?;
+            wall_s.push(start.elapsed().as_secs_f64());
+            // The same steps in submissions of `chunk` steps: the GPU starts on the first chunk
+            // while the CPU records the next.
+            let start = Instant::now();
+            let mut left = steps;
+            while left > 0 {
+                let n = left.min(args.chunk as usize);
+                gpu.train_steps(ctx, n)?;
+                left -= n;
+            }
+            ctx.wait()?;
+            chunked_s.push(start.elapsed().as_secs_f64());
+        }
+        // Where the time goes: each dispatch of the step alone, `steps` times in one pass.
+        let (tape, program) = gpu.tape();
+        let mut parts = Vec::new();
+        for (i, op) in gpu.network().train.iter().enumerate() {
+            let mut t: Vec<f64> = (0..reps.min(3))
+                .map(|_| timer.time_pass(ctx, op.kernel_name(), |pass| (0..steps).for_each(|_| tape.record_one(program, i, pass))))
+                .collect::<Result<_, _>>()?;
+            parts.push(format!("{} {:.2}", op.kernel_name(), median(&mut t) * 1e6 / steps as f64));
+        }
+        let m = gpu.take_metrics(ctx)?;
+        if gpu.allocations() != before {
+            return Err("the timed steps allocated GPU memory".into());
+        }
+        let gpu_ms = median(&mut gpu_s) * 1e3;
+        println!(
+            "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
+            format!("{fusion:?}").to_lowercase(),
+            gpu.dispatches_per_step(),
+            gpu_ms,
+            gpu_ms * 1e3 / steps as f64,
+            median(&mut record_s) * 1e3,
+            median(&mut wall_s) * 1e3,
+            median(&mut chunked_s) * 1e3
+        );
+        println!("{:>9} | us per dispatch, each alone: {}", "", parts.join(", "));
+        if !m.mean_loss().is_finite() {
+            return Err("the benchmark loss is not finite".into());
+        }
+    }
+    println!(
+        "   (GPU ms/pass: timestamps around the one pass; record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
+         wall ms /{}: the same steps submitted {} at a time, so recording overlaps the GPU)",
+        args.chunk, args.chunk
+    );
+    Ok(())
+}
+
+/// All parameter values in one vector, for a single comparison.
+trait ConcatData {
+    fn concat_data(&self) -> Vec<f32>;
+}
+
+impl ConcatData for Vec<Matrix> {
+    fn concat_data(&self) -> Vec<f32> {
+        self.iter().flat_map(|m| m.data.iter().copied()).collect()
+    }
+}

@@ -12,7 +12,7 @@
 //! the README), the CPU trainer to `Composed` (the reference). Both tapes compute the same math,
 //! which the tests check op by op and step by step.
 
-use crate::tape::{Dim, Elem, Mode, Op, Product, TensorId, TensorInfo, View};
+use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, Product, TensorId, TensorInfo, View};
 use crate::{Activation, LayersError, NetworkSpec, Optimizer};
 
 /// Which ops the tapes are written with (see the module docs).
@@ -100,9 +100,10 @@ impl Linear {
         }
     }
 
-    /// [`Linear::backward_params`] and [`Linear::update`] in one fused op.
-    pub fn backward_params_and_update_fused(&self, x: View, dy: View, counters: TensorId, opt: Optimizer) -> Op {
-        Op::LinearUpdate { x, dy, params: self.params, grads: self.grads, state: self.state, counters, opt }
+    /// This layer's part of a fused [`Op::LinearUpdate`] ([`Linear::backward_params`] and
+    /// [`Linear::update`] in one kernel, which takes two layers at a time).
+    pub fn update_fused(&self, x: View, dy: View) -> LayerUpdate {
+        LayerUpdate { x, dy, params: self.params, grads: self.grads, state: self.state }
     }
 }
 
@@ -137,13 +138,16 @@ impl SoftmaxCrossEntropy {
     }
 }
 
-/// The counters tensor: `[loss sum as f32 bits, rows, correct, bad labels, step, 0, 0, 0]`.
+/// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
+/// The loss sum is a 64-bit fixed-point number in units of 2^-20 (see `cpu::loss_to_fixed`).
 pub const COUNTERS: usize = 8;
-pub(crate) const COUNTER_LOSS: usize = 0;
-pub(crate) const COUNTER_ROWS: usize = 1;
-pub(crate) const COUNTER_CORRECT: usize = 2;
-pub(crate) const COUNTER_BAD_LABELS: usize = 3;
-pub(crate) const COUNTER_STEP: usize = 4;
+pub(crate) const COUNTER_LOSS_LO: usize = 0;
+pub(crate) const COUNTER_LOSS_HI: usize = 1;
+pub(crate) const COUNTER_ROWS: usize = 2;
+pub(crate) const COUNTER_CORRECT: usize = 3;
+pub(crate) const COUNTER_BAD_LABELS: usize = 4;
+pub(crate) const COUNTER_NON_FINITE: usize = 5;
+pub(crate) const COUNTER_STEP: usize = 6;
 
 /// A multilayer perceptron as tensors and tapes: our `Sequential`.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,14 +320,16 @@ impl Network {
                     );
                     ops.push(op);
                 }
-                for l in (0..=last).rev() {
-                    let op = self.layers[l].backward_params_and_update_fused(
-                        self.input_of(l),
-                        self.delta_of(l),
-                        self.counters,
-                        self.optimizer,
-                    );
-                    ops.push(op);
+                // Gradients and updates, two layers per dispatch.
+                let updates: Vec<LayerUpdate> =
+                    (0..=last).rev().map(|l| self.layers[l].update_fused(self.input_of(l), self.delta_of(l))).collect();
+                for pair in updates.chunks(2) {
+                    ops.push(Op::LinearUpdate {
+                        first: pair[0],
+                        second: pair.get(1).copied(),
+                        counters: self.counters,
+                        opt: self.optimizer,
+                    });
                 }
             }
         }
@@ -361,10 +367,11 @@ impl Network {
         if c[COUNTER_BAD_LABELS] > 0 {
             return Err(LayersError::LabelsOnGpu { count: c[COUNTER_BAD_LABELS] as u64, classes: self.spec.output });
         }
-        let loss_sum = f32::from_bits(c[COUNTER_LOSS]) as f64;
-        if !loss_sum.is_finite() {
-            return Err(LayersError::NonFinite { what: "the summed training loss".into() });
+        if c[COUNTER_NON_FINITE] > 0 {
+            return Err(LayersError::NonFinite { what: format!("the loss of {} rows", c[COUNTER_NON_FINITE]) });
         }
+        let fixed = (c[COUNTER_LOSS_HI] as u64) << 32 | c[COUNTER_LOSS_LO] as u64;
+        let loss_sum = fixed as f64 / crate::cpu::LOSS_UNITS_PER_ONE;
         Ok(crate::Metrics { loss_sum, rows: c[COUNTER_ROWS] as u64, correct: c[COUNTER_CORRECT] as u64 })
     }
 }
@@ -397,7 +404,7 @@ mod tests {
     fn one_hidden_layer_tapes() {
         let spec = NetworkSpec::new(784, &[128], 10).unwrap();
         let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused).unwrap();
-        assert_eq!(names(&fused.train), ["linear_forward", "output_layer", "linear_update", "linear_update"]);
+        assert_eq!(names(&fused.train), ["linear_forward", "output_layer", "linear_update"]);
         assert_eq!(names(&fused.eval), ["linear_forward", "output_layer"]);
         let composed = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Composed).unwrap();
         assert_eq!(
@@ -417,7 +424,7 @@ mod tests {
         let net = Network::new(&deep, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();
         assert_eq!(
             names(&net.train),
-            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update", "linear_update"]
+            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update"]
         );
         let none = NetworkSpec::new(5, &[], 3).unwrap();
         let net = Network::new(&none, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();

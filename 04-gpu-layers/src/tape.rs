@@ -123,8 +123,20 @@ pub enum Op {
     },
     /// `dx = (dy W^T) * act'(h)`; dy `[B, out]`, h `[B, in]` -> dx `[B, in]`.
     LinearBackwardInput { dy: View, params: TensorId, h: View, act: Activation, dx: View },
-    /// `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer step on `params`.
-    LinearUpdate { x: View, dy: View, params: TensorId, grads: TensorId, state: TensorId, counters: TensorId, opt: Optimizer },
+    /// For one or two layers: `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer
+    /// step on `params`.
+    LinearUpdate { first: LayerUpdate, second: Option<LayerUpdate>, counters: TensorId, opt: Optimizer },
+}
+
+/// One layer's part of [`Op::LinearUpdate`]: x `[B, in]`, dy `[B, out]`, params/grads
+/// `[(in + 1), out]`, state `[(k * (in + 1)), out]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerUpdate {
+    pub x: View,
+    pub dy: View,
+    pub params: TensorId,
+    pub grads: TensorId,
+    pub state: TensorId,
 }
 
 impl Op {
