@@ -53,7 +53,7 @@ impl Resident {
 }
 
 fn main() {
-    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("double");
+    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("double", &["double"]);
     let full: Vec<usize> = (10..=26).map(|p| 1 << p).collect();
     let quick: Vec<usize> = (10..=24).step_by(2).map(|p| 1 << p).collect();
     let limit = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size) / 4;

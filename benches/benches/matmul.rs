@@ -199,7 +199,7 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, p: &Proble
 }
 
 fn main() {
-    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("matmul");
+    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("matmul", &["matmul", "matmul_mnist"]);
     let mut gpus = vec![("gpu_naive", must(Matmul::new(&ctx, Kernel::Naive), "compiling the naive kernel"))];
     if Kernel::BEST != Kernel::Naive {
         gpus.push(("gpu_best", must(Matmul::new(&ctx, Kernel::BEST), "compiling the best kernel")));

@@ -24,7 +24,7 @@ const SEED: u64 = 42;
 const PARAM_TOL: (f64, f64) = (1e-4, 1e-5);
 
 fn main() {
-    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("train_step");
+    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("train_step", &["train_step"]);
     let spec = must(NetworkSpec::new(784, &[128], 10), "network spec");
     let optimizer = Optimizer::sgd(0.1, 0.0);
     eprintln!("train_step: {}, {}", spec.describe(), optimizer.describe());

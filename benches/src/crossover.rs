@@ -12,7 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::results::{Measurement, Throughput};
+use std::path::Path;
+
+use crate::results::{self, Measurement, Note, ResultsError, Throughput};
 
 /// Which side of the comparison a function is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -74,14 +76,16 @@ impl Crossover {
             Crossover::Never { largest, best_ratio, at } => {
                 if best_ratio > 1.0 {
                     format!(
-                        "loses at the largest {x} = {} (it led at {x} = {}, by {best_ratio:.2}x, then fell behind)",
+                        "loses at the largest {x} = {} (it led at {x} = {}, by {}, then fell behind)",
                         fmt_size(largest),
-                        fmt_size(at)
+                        fmt_size(at),
+                        fmt_ratio(best_ratio)
                     )
                 } else {
                     format!(
-                        "never wins up to {x} = {} (at best {best_ratio:.2}x the CPU's speed, at {x} = {})",
+                        "never wins up to {x} = {} (at best {} the CPU's speed, at {x} = {})",
                         fmt_size(largest),
+                        fmt_ratio(best_ratio),
                         fmt_size(at)
                     )
                 }
@@ -176,6 +180,16 @@ pub fn fmt_time(s: f64) -> String {
     if v >= 100.0 { format!("{v:.0} {unit}") } else if v >= 10.0 { format!("{v:.1} {unit}") } else { format!("{v:.2} {unit}") }
 }
 
+/// A speed ratio with at least two significant digits: `5.00x`, `0.031x`.
+pub fn fmt_ratio(r: f64) -> String {
+    if r >= 0.1 || r <= 0.0 || !r.is_finite() {
+        format!("{r:.2}x")
+    } else {
+        let decimals = (1.0 - r.log10().floor()) as usize;
+        format!("{r:.decimals$}x")
+    }
+}
+
 fn fmt_rate(r: f64) -> String {
     if r >= 1e6 {
         format!("{:.2}M", r / 1e6)
@@ -201,6 +215,9 @@ pub struct Operation {
     pub cells: BTreeMap<(String, String), Measurement>,
     /// Whether every parameter is a number (a sweep over sizes, so curves and crossovers).
     pub numeric: bool,
+    /// The GPU adapter and the CPU that measured it (from the adapter note), for titles.
+    pub adapter: String,
+    pub cpu: String,
 }
 
 impl Operation {
@@ -288,21 +305,51 @@ pub fn operations(all: &[Measurement]) -> Vec<Operation> {
             }
             if numeric {
                 params.sort_by(|a, b| a.parse::<f64>().unwrap_or(0.0).total_cmp(&b.parse::<f64>().unwrap_or(0.0)));
+            } else {
+                // Shapes in order of the work they declare (FLOPs), then by name.
+                let work = |p: &String| {
+                    ms.iter().find(|m| &m.param == p).and_then(|m| m.throughput.as_ref()).map_or(0, |t| t.amount())
+                };
+                params.sort_by(|a, b| work(a).cmp(&work(b)).then(a.cmp(b)));
             }
             let cells = ms.iter().map(|m| ((m.function.clone(), m.param.clone()), (*m).clone())).collect();
             let info = op_info(group, ms.iter().find_map(|m| m.throughput.as_ref()));
-            Operation { group: group.to_string(), info, functions, params, cells, numeric }
+            let (adapter, cpu) = ("unknown adapter (no adapter.txt)".to_string(), "unknown CPU".to_string());
+            Operation { group: group.to_string(), info, functions, params, cells, numeric, adapter, cpu }
         })
         .collect()
 }
 
-/// The whole report as Markdown: per operation, a table of time (and rate) per size and
-/// function, then the crossovers (numeric sweeps) or the fastest function per shape.
-pub fn report(ops: &[Operation], adapter: &str, cpu: &str) -> String {
+/// Loads every result under criterion's `dir` and groups them into operations titled from
+/// the adapter notes. Results older than their group's note (left over from an earlier run,
+/// maybe on another adapter) are returned apart, unless `keep_old`.
+pub fn from_dir(dir: &Path, keep_old: bool) -> Result<(Vec<Operation>, Vec<Measurement>), ResultsError> {
+    let all = results::load(dir)?;
+    // The note in criterion's own folder names whichever bench ran last: a fallback for
+    // titles, never a reason to leave results out.
+    let global = Note::read(dir);
+    let (fresh, stale): (Vec<_>, Vec<_>) =
+        all.into_iter().partition(|m| keep_old || !Note::read(&dir.join(&m.group)).predates(m));
+    let mut ops = operations(&fresh);
+    for op in &mut ops {
+        let note = Note::read(&dir.join(&op.group));
+        if let Some(a) = note.adapter.or_else(|| global.adapter.clone()) {
+            op.adapter = a;
+        }
+        if let Some(c) = note.cpu.or_else(|| global.cpu.clone()) {
+            op.cpu = c;
+        }
+    }
+    Ok((ops, stale))
+}
+
+/// The whole report as Markdown: per operation, the adapter, a table of time (and rate) per
+/// size and function, then the crossovers (numeric sweeps) or the fastest function per shape.
+pub fn report(ops: &[Operation]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "GPU: {adapter}  \nCPU: {cpu}\n");
     for op in ops {
         let _ = writeln!(s, "### {}\n", op.info.title);
+        let _ = writeln!(s, "GPU: {}  \nCPU: {}\n", op.adapter, op.cpu);
         let _ = writeln!(s, "Time per iteration ({} in brackets):\n", op.info.rate_unit);
         let _ = write!(s, "| {} |", op.info.x);
         for (f, _) in &op.functions {
@@ -353,7 +400,7 @@ pub fn report(ops: &[Operation], adapter: &str, cpu: &str) -> String {
                         let (cf, ct) = cpu?;
                         let ratio = ct / t;
                         let verdict = if ratio > 1.0 { "GPU wins" } else { "CPU wins" };
-                        Some(format!("{what}: {verdict} ({f} {} vs {cf} {}, {ratio:.2}x)", fmt_time(t), fmt_time(ct)))
+                        Some(format!("{what}: {verdict} ({f} {} vs {cf} {}, {})", fmt_time(t), fmt_time(ct), fmt_ratio(ratio)))
                     })
                     .collect();
                 let _ = writeln!(s, "- {p}: {}", if parts.is_empty() { "no CPU/GPU pair measured".to_string() } else { parts.join("; ") });
@@ -436,8 +483,10 @@ mod tests {
         let dir = fixture::temp_dir("report");
         synthetic(&dir);
         let all = results::load(&dir).unwrap();
-        let ops = operations(&all);
+        let mut ops = operations(&all);
         assert_eq!(ops.len(), 2);
+        ops[0].adapter = "Test GPU (Vulkan, DiscreteGpu)".into();
+        ops[0].cpu = "Test CPU, 2 threads".into();
         let mm = &ops[0];
         assert!(mm.numeric);
         let order: Vec<&str> = mm.functions.iter().map(|(f, _)| f.as_str()).collect();
@@ -450,7 +499,7 @@ mod tests {
         assert!(matches!(cross[1].1, Crossover::From { from: 512.0, before: 256.0, .. }), "{cross:?}");
         assert!(cross[0].0.contains("kernels only") && cross[1].0.contains("with transfers"));
 
-        let text = report(&ops, "Test GPU (Vulkan, DiscreteGpu)", "Test CPU, 2 threads");
+        let text = report(&ops);
         assert!(text.contains("Test GPU"), "{text}");
         assert!(text.contains("wins from n = 64"), "{text}");
         assert!(text.contains("wins from n = 512"), "{text}");
@@ -463,6 +512,36 @@ mod tests {
     }
 
     #[test]
+    fn from_dir_titles_by_group_and_leaves_out_earlier_runs() {
+        let dir = fixture::temp_dir("from_dir");
+        synthetic(&dir);
+        std::fs::write(dir.join("adapter.txt"), "Last GPU\nLast CPU\n").unwrap();
+        // matmul was rerun on another adapter, for n = 16 only: its other sizes are old.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(dir.join("matmul").join("adapter.txt"), "Other GPU\nOther CPU\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fixture::write(&dir, "matmul", "cpu_best", "16", 400.0, false, "null");
+        fixture::write(&dir, "matmul", "gpu_best_kernel", "16", 100.0, false, "null");
+
+        let (ops, stale) = from_dir(&dir, false).unwrap();
+        let mm = ops.iter().find(|o| o.group == "matmul").unwrap();
+        assert_eq!(mm.params, ["16"]);
+        assert_eq!((mm.adapter.as_str(), mm.cpu.as_str()), ("Other GPU", "Other CPU"));
+        assert_eq!(mm.crossovers()[0].1, Crossover::Always { from: 16.0 });
+        assert_eq!(stale.len(), 4 * 6 - 2);
+        assert!(stale.iter().all(|m| m.group == "matmul"));
+        // matmul_mnist has no note of its own: titled from the global one, nothing left out.
+        let shapes = ops.iter().find(|o| o.group == "matmul_mnist").unwrap();
+        assert_eq!(shapes.adapter, "Last GPU");
+        assert_eq!(shapes.cells.len(), 3);
+
+        let (ops, stale) = from_dir(&dir, true).unwrap();
+        assert!(stale.is_empty());
+        assert_eq!(ops.iter().find(|o| o.group == "matmul").unwrap().params.len(), 6);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn formatting() {
         assert_eq!(fmt_size(1024.0), "1024");
         assert_eq!(fmt_size(65536.0), "2^16");
@@ -471,5 +550,8 @@ mod tests {
         assert_eq!(fmt_time(2.5e-5), "25.0 µs");
         assert_eq!(fmt_time(0.125), "125 ms");
         assert_eq!(fmt_time(3.0), "3.00 s");
+        assert_eq!(fmt_ratio(5.0), "5.00x");
+        assert_eq!(fmt_ratio(0.0312), "0.031x");
+        assert_eq!(fmt_ratio(0.00012), "0.00012x");
     }
 }

@@ -21,8 +21,10 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode, measurement::WallTime};
 /// fits the 15-minute budget on a 2-core machine with a software adapter.
 pub const FULL_ENV: &str = "BENCH_FULL";
 
-/// File in criterion's output directory holding the adapter line (line 1) and the CPU line
-/// (line 2) of the last bench run, for the crossover report's titles.
+/// The adapter note: the GPU adapter line (line 1) and the CPU line (line 2) of the last run,
+/// written at a bench's start into criterion's directory and into each of its groups' folders
+/// (`<criterion dir>/<group>/adapter.txt`). The crossover report titles its plots with it, and
+/// treats results older than their group's note as left over from an earlier run.
 pub const ADAPTER_NOTE: &str = "adapter.txt";
 
 /// How many sizes a bench runs.
@@ -98,7 +100,7 @@ fn cargo_target_dir() -> Option<PathBuf> {
 pub fn criterion(sweep: Sweep, dir: &Path) -> Criterion {
     let (warm_up, measure) = match sweep {
         Sweep::Test | Sweep::Quick => (Duration::from_millis(200), Duration::from_millis(600)),
-        Sweep::Full => (Duration::from_millis(300), Duration::from_millis(1000)),
+        Sweep::Full => (Duration::from_millis(250), Duration::from_millis(800)),
     };
     Criterion::default()
         .sample_size(10)
@@ -152,9 +154,10 @@ pub struct Bench {
 
 impl Bench {
     /// Creates the context and prints the adapter banner (with the software-adapter warning),
-    /// the sweep and the timing source. Exits with a message when there is no adapter: a CPU
-    /// versus GPU benchmark without a GPU has nothing to measure.
-    pub fn start(name: &str) -> Bench {
+    /// the sweep and the timing source; writes the adapter note for `groups` (the criterion
+    /// groups this bench runs). Exits with a message when there is no adapter: a CPU versus
+    /// GPU benchmark without a GPU has nothing to measure.
+    pub fn start(name: &str, groups: &[&str]) -> Bench {
         register_fonts();
         let ctx = match GpuContext::new() {
             Ok(ctx) => ctx,
@@ -175,8 +178,11 @@ impl Bench {
         );
         if sweep != Sweep::Test {
             let note = format!("{}\n{}\n", ctx.adapter_line(), cpu_line());
-            if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join(ADAPTER_NOTE), note)) {
-                eprintln!("warning: could not write {}: {e}", dir.join(ADAPTER_NOTE).display());
+            for folder in std::iter::once(dir.clone()).chain(groups.iter().map(|g| dir.join(g))) {
+                let path = folder.join(ADAPTER_NOTE);
+                if let Err(e) = std::fs::create_dir_all(&folder).and_then(|_| std::fs::write(&path, &note)) {
+                    eprintln!("warning: could not write {}: {e}", path.display());
+                }
             }
         }
         let criterion = criterion(sweep, &dir);

@@ -17,14 +17,14 @@ use crate::crossover::{Operation, Side, fmt_size, fmt_time};
 const CPU_COLORS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(23, 190, 207), RGBColor(44, 160, 44), RGBColor(127, 127, 127)];
 const GPU_COLORS: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(148, 103, 189), RGBColor(255, 127, 14), RGBColor(140, 86, 75)];
 
-/// Writes `path` for a numeric operation, titled with `adapter` and `cpu`: an SVG when the
+/// Writes `path` for a numeric operation, titled with its adapter and CPU: an SVG when the
 /// name ends in `.svg`, else a PNG.
-pub fn plot(op: &Operation, adapter: &str, cpu: &str, path: &Path) -> Result<(), String> {
+pub fn plot(op: &Operation, path: &Path) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     if path.extension().is_some_and(|e| e == "svg") {
-        draw(SVGBackend::new(path, SIZE).into_drawing_area(), op, adapter, cpu).map_err(|e| err(&e))
+        draw(SVGBackend::new(path, SIZE).into_drawing_area(), op).map_err(|e| err(&e))
     } else {
-        draw(BitMapBackend::new(path, SIZE).into_drawing_area(), op, adapter, cpu).map_err(|e| err(&e))
+        draw(BitMapBackend::new(path, SIZE).into_drawing_area(), op).map_err(|e| err(&e))
     }
 }
 
@@ -33,7 +33,7 @@ const SIZE: (u32, u32) = (1000, 640);
 
 type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation, adapter: &str, cpu: &str) -> DrawResult<DB> {
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation) -> DrawResult<DB> {
     let curves = op.curves();
     let points: Vec<(f64, f64)> = curves.iter().flat_map(|c| c.points.iter().copied()).collect();
     let (xmin, xmax) = bounds(points.iter().map(|p| p.0));
@@ -45,7 +45,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation, adapte
     root.fill(&WHITE)?;
     let (head, body) = root.split_vertically(64);
     head.draw_text(&op.info.title, &("sans-serif", 20).into_font().color(&BLACK), (12, 8))?;
-    let sub = format!("GPU: {adapter}   CPU: {cpu}");
+    let sub = format!("GPU: {}   CPU: {}", op.adapter, op.cpu);
     head.draw_text(&sub, &("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80)), (12, 38))?;
 
     let mut chart = ChartBuilder::on(&body)
@@ -140,11 +140,12 @@ mod tests {
             fixture::write(&dir, "matmul", "gpu_best_kernel", &p, 5e4 * 2f64.powi(i as i32), false, "null");
             fixture::write(&dir, "matmul", "gpu_best_e2e", &p, 9e4 * 4f64.powi(i as i32), false, "null");
         }
-        let ops = operations(&results::load(&dir).unwrap());
+        let mut ops = operations(&results::load(&dir).unwrap());
+        ops[0].adapter = "Test GPU (Vulkan)".into();
         let path = dir.join("matmul.svg");
-        plot(&ops[0], "Test GPU (Vulkan)", "Test CPU", &path).unwrap();
+        plot(&ops[0], &path).unwrap();
         let png = dir.join("matmul.png");
-        plot(&ops[0], "Test GPU (Vulkan)", "Test CPU", &png).unwrap();
+        plot(&ops[0], &png).unwrap();
         let bytes = std::fs::read(&png).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
         let svg = std::fs::read_to_string(&path).unwrap();

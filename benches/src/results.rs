@@ -9,6 +9,7 @@
 //! `:` in them survive.
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::Deserialize;
 
@@ -27,6 +28,8 @@ pub struct Measurement {
     pub high: f64,
     /// The throughput declared for one iteration, if any.
     pub throughput: Option<Throughput>,
+    /// When criterion wrote the estimates (to tell this run's results from an earlier run's).
+    pub modified: Option<SystemTime>,
 }
 
 impl Measurement {
@@ -159,6 +162,7 @@ fn load_one(bench: &Path, estimates: &Path) -> Result<Option<Measurement>, Resul
     }
     let id: BenchmarkJson = read_json(bench)?;
     let est: EstimatesJson = read_json(estimates)?;
+    let modified = std::fs::metadata(estimates).and_then(|m| m.modified()).ok();
     let typical = est.slope.as_ref().unwrap_or(&est.mean);
     Ok(Some(Measurement {
         group: id.group_id,
@@ -168,15 +172,36 @@ fn load_one(bench: &Path, estimates: &Path) -> Result<Option<Measurement>, Resul
         low: typical.confidence_interval.lower_bound * 1e-9,
         high: typical.confidence_interval.upper_bound * 1e-9,
         throughput: id.throughput,
+        modified,
     }))
 }
 
-/// Reads the adapter note the benches leave in the criterion directory (`adapter.txt`):
-/// `(adapter line, CPU line)`, either `None` when missing.
-pub fn adapter_note(dir: &Path) -> (Option<String>, Option<String>) {
-    let text = std::fs::read_to_string(dir.join(crate::harness::ADAPTER_NOTE)).unwrap_or_default();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from);
-    (lines.next(), lines.next())
+/// The adapter note a bench leaves in a folder (see [`crate::harness::ADAPTER_NOTE`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Note {
+    /// The GPU adapter line.
+    pub adapter: Option<String>,
+    /// The CPU line.
+    pub cpu: Option<String>,
+    /// When the note was written: the start of the last run that wrote it.
+    pub written: Option<SystemTime>,
+}
+
+impl Note {
+    /// Reads `<folder>/adapter.txt`; every field `None` when it is missing.
+    pub fn read(folder: &Path) -> Note {
+        let path = folder.join(crate::harness::ADAPTER_NOTE);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from);
+        let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        Note { adapter: lines.next(), cpu: lines.next(), written }
+    }
+
+    /// Whether `m` was measured before this note was written, i.e. by an earlier run (maybe
+    /// on another adapter, or with sizes this run no longer has).
+    pub fn predates(&self, m: &Measurement) -> bool {
+        matches!((m.modified, self.written), (Some(t), Some(w)) if t < w)
+    }
 }
 
 /// Writers of synthetic criterion folders, shared by the tests of this crate.
@@ -275,13 +300,21 @@ mod tests {
     }
 
     #[test]
-    fn adapter_note_lines() {
+    fn adapter_note_and_results_from_an_earlier_run() {
         let dir = temp_dir("note");
-        assert_eq!(adapter_note(&dir), (None, None));
+        assert_eq!(Note::read(&dir), Note::default());
+        write(&dir, "double", "cpu", "1024", 2000.0, false, "null");
+        // The next run starts (writes its note), then measures one size again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(dir.join("adapter.txt"), "NVIDIA H200 (Vulkan, DiscreteGpu)\nAMD EPYC, 16 threads\n").unwrap();
-        let (a, c) = adapter_note(&dir);
-        assert_eq!(a.as_deref(), Some("NVIDIA H200 (Vulkan, DiscreteGpu)"));
-        assert_eq!(c.as_deref(), Some("AMD EPYC, 16 threads"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&dir, "double", "cpu", "4096", 8000.0, false, "null");
+        let note = Note::read(&dir);
+        assert_eq!(note.adapter.as_deref(), Some("NVIDIA H200 (Vulkan, DiscreteGpu)"));
+        assert_eq!(note.cpu.as_deref(), Some("AMD EPYC, 16 threads"));
+        let all = load(&dir).unwrap();
+        assert!(note.predates(&all[0]), "the 1024 result is from the earlier run");
+        assert!(!note.predates(&all[1]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

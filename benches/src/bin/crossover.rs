@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use benches::{crossover, harness, plot, results};
+use benches::{crossover, harness, plot};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -24,15 +24,19 @@ struct Args {
     /// Where to write crossover.md and the plots [default: <criterion dir>/crossover]
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The GPU adapter for the titles [default: line 1 of <criterion dir>/adapter.txt]
+    /// The GPU adapter for the titles [default: line 1 of <criterion dir>/<group>/adapter.txt]
     #[arg(long)]
     adapter: Option<String>,
-    /// The CPU for the titles [default: line 2 of <criterion dir>/adapter.txt]
+    /// The CPU for the titles [default: line 2 of that adapter.txt]
     #[arg(long)]
     cpu: Option<String>,
     /// Plot formats to write, comma-separated: svg, png
     #[arg(long, value_delimiter = ',', default_value = "svg,png", value_parser = ["svg", "png"])]
     formats: Vec<String>,
+    /// Keep results older than their group's last run (by default they are left out, since
+    /// they may come from another adapter or another sweep)
+    #[arg(long)]
+    keep_old: bool,
     /// Only these groups (comma-separated, e.g. double,matmul) [default: all]
     #[arg(long, value_delimiter = ',')]
     groups: Vec<String>,
@@ -51,8 +55,15 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<(), String> {
     let dir = args.criterion_dir.unwrap_or_else(harness::criterion_dir);
-    let all = results::load(&dir).map_err(|e| e.to_string())?;
-    let mut ops = crossover::operations(&all);
+    let (mut ops, stale) = crossover::from_dir(&dir, args.keep_old).map_err(|e| e.to_string())?;
+    if !stale.is_empty() {
+        let names: Vec<String> = stale.iter().take(6).map(|m| format!("{}/{}/{}", m.group, m.function, m.param)).collect();
+        eprintln!(
+            "crossover: left out {} result(s) older than their group's last run (e.g. {}); --keep-old includes them",
+            stale.len(),
+            names.join(", ")
+        );
+    }
     if !args.groups.is_empty() {
         let unknown: Vec<&String> = args.groups.iter().filter(|g| !ops.iter().any(|o| &&o.group == g)).collect();
         if !unknown.is_empty() {
@@ -64,11 +75,16 @@ fn run(args: Args) -> Result<(), String> {
     if ops.is_empty() {
         return Err(format!("no benchmark results under {}: run `cargo bench -p benches` first", dir.display()));
     }
-    let (note_adapter, note_cpu) = results::adapter_note(&dir);
-    let adapter = args.adapter.or(note_adapter).unwrap_or_else(|| "unknown adapter (no adapter.txt)".to_string());
-    let cpu = args.cpu.or(note_cpu).unwrap_or_else(|| "unknown CPU".to_string());
+    for op in &mut ops {
+        if let Some(a) = &args.adapter {
+            op.adapter = a.clone();
+        }
+        if let Some(c) = &args.cpu {
+            op.cpu = c.clone();
+        }
+    }
 
-    let text = crossover::report(&ops, &adapter, &cpu);
+    let text = crossover::report(&ops);
     print!("{text}");
     let out = args.out.unwrap_or_else(|| dir.join("crossover"));
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
@@ -80,7 +96,7 @@ fn run(args: Args) -> Result<(), String> {
     for op in ops.iter().filter(|o| o.numeric) {
         for format in &args.formats {
             let path = out.join(format!("{}.{format}", op.group));
-            plot::plot(op, &adapter, &cpu, &path)?;
+            plot::plot(op, &path)?;
             eprintln!("wrote {}", path.display());
         }
     }
