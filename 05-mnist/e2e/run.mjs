@@ -1,0 +1,169 @@
+// End-to-end test of `mnist serve` in a real headless Chromium (Debian's `chromium` package),
+// driven by playwright-core. It:
+//   1. starts the server binary on a free port and reads the URL it prints;
+//   2. opens the page, starts a short training run on a subset on the CPU;
+//   3. waits for the loss chart to show an epoch;
+//   4. draws a "7" on the canvas with the mouse (pointer events) and checks that ten
+//      probabilities appear and add up to 100%;
+//   5. waits for the run to finish, saves a screenshot, and
+//   6. stops the server with Ctrl-C (SIGINT) while the page is still connected, and checks that
+//      it exits cleanly.
+//
+// Usage: node run.mjs PATH/TO/mnist [SCREENSHOT.png]
+// Environment: CHROMIUM (default /usr/bin/chromium), MNIST_DIR (passed on to the server).
+// `cargo test -p mnist --test serve_e2e` runs this with the freshly built binary.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [binary, screenshot = "screenshot.png"] = process.argv.slice(2);
+if (!binary) {
+  console.error("usage: node run.mjs PATH/TO/mnist [SCREENSHOT.png]");
+  process.exit(2);
+}
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const TIMEOUT_MS = 240_000;
+
+const log = (...a) => console.log("[e2e]", ...a);
+function fail(msg) {
+  console.error("[e2e] FAIL:", msg);
+  process.exitCode = 1;
+  throw new Error(msg);
+}
+
+// A watchdog: the whole test stays within a few minutes, whatever hangs.
+const watchdog = setTimeout(() => {
+  console.error(`[e2e] FAIL: no result after ${TIMEOUT_MS / 1000} s`);
+  process.exit(1);
+}, TIMEOUT_MS);
+
+// ------------------------------------------------------------------ 1. the server
+
+function startServer() {
+  const server = spawn(binary, ["serve", "--host", "127.0.0.1", "--port", "0"], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: process.env,
+  });
+  const output = [];
+  const url = new Promise((resolve, reject) => {
+    let buffered = "";
+    server.stdout.on("data", (chunk) => {
+      buffered += chunk;
+      output.push(String(chunk));
+      const m = buffered.match(/listening on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    server.stderr.on("data", (chunk) => output.push(String(chunk)));
+    server.on("exit", (code, signal) =>
+      reject(new Error(`the server exited early (code ${code}, signal ${signal}):\n${output.join("")}`)));
+    setTimeout(() => reject(new Error(`the server printed no URL within 90 s:\n${output.join("")}`)), 90_000);
+  });
+  const exited = new Promise((resolve) => server.on("exit", (code, signal) => resolve({ code, signal })));
+  return { server, url, exited, output };
+}
+
+// ------------------------------------------------------------------ the test
+
+const { server, url: urlPromise, exited, output } = startServer();
+const userDataDir = mkdtempSync(join(tmpdir(), "mnist-e2e-chromium-"));
+let context = null;
+try {
+  const url = await urlPromise;
+  log("server at", url);
+
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+    viewport: { width: 1280, height: 900 },
+    deviceScaleFactor: 1,
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  const problems = [];
+  page.on("pageerror", (e) => problems.push("page error: " + e.message));
+  page.on("console", (m) => { if (m.type() === "error") problems.push("console error: " + m.text()); });
+
+  // 2. The page, connected to the event stream, with the grid of test digits.
+  await page.goto(url);
+  await page.locator("#connection", { hasText: "live" }).waitFor({ timeout: 30_000 });
+  await page.locator("#samples .sample").first().waitFor({ timeout: 30_000 });
+  const cells = await page.locator("#samples .sample").count();
+  if (cells !== 24) fail(`expected 24 test digits in the grid, got ${cells}`);
+
+  // A short run: 3,000 training images, 3 epochs, on the CPU (fast here, no GPU needed).
+  await page.fill("#hidden", "64");
+  await page.fill("#lr", "0.1");
+  await page.fill("#batch_size", "32");
+  await page.fill("#epochs", "3");
+  await page.selectOption("#optimizer", "sgd");
+  await page.fill("#momentum", "0.9");
+  await page.selectOption("#device", "cpu");
+  await page.fill("#limit_train", "3000");
+  await page.click("#start");
+  log("training started");
+
+  // 3. The chart shows an epoch.
+  await page.waitForFunction(() => Number(document.getElementById("loss-chart").dataset.epochs || 0) >= 1,
+    null, { timeout: 120_000 });
+  const firstRow = await page.locator("#epochs-table tbody tr").first().innerText();
+  log("first epoch:", firstRow.replace(/\s+/g, " "));
+  const adapter = await page.locator("#adapter").innerText();
+  if (!adapter.startsWith("CPU")) fail(`the page should name the CPU as the device, shows ${adapter}`);
+
+  // 4. Draw a 7 with the mouse (Chromium turns mouse input into pointer events).
+  const box = await page.locator("#pad").boundingBox();
+  const at = (x, y) => [box.x + (x / 280) * box.width, box.y + (y / 280) * box.height];
+  const stroke = async (points) => {
+    await page.mouse.move(...at(...points[0]));
+    await page.mouse.down();
+    for (const p of points.slice(1)) await page.mouse.move(...at(...p), { steps: 8 });
+    await page.mouse.up();
+  };
+  await stroke([[70, 60], [210, 60], [150, 150], [115, 240]]);
+  await page.waitForSelector('#probs[data-ready="true"]', { timeout: 30_000 });
+  const readProbs = async () => (await page.locator("#probs .pct").allInnerTexts()).map((t) => parseFloat(t));
+  let probs = await readProbs();
+  if (probs.length !== 10 || probs.some((p) => !Number.isFinite(p) || p < 0 || p > 100)) {
+    fail(`expected ten probabilities, got ${JSON.stringify(probs)}`);
+  }
+  const total = probs.reduce((a, b) => a + b, 0);
+  if (Math.abs(total - 100) > 1.5) fail(`the probabilities add up to ${total}%, not 100%`);
+  log("probabilities after epoch 1:", probs.join(" "), "->", await page.locator("#draw-text").innerText());
+
+  // 5. The run finishes; the drawing is read again by the final model; screenshot.
+  await page.locator("#progress-text", { hasText: "Finished 3 epochs" }).waitFor({ timeout: 180_000 });
+  await page.waitForFunction(() => !document.getElementById("start").disabled, null, { timeout: 10_000 });
+  await page.waitForFunction(() => document.getElementById("probs").dataset.ready === "true", null, { timeout: 10_000 });
+  await page.waitForTimeout(500);
+  probs = await readProbs();
+  log("probabilities after training:", probs.join(" "), "->", await page.locator("#draw-text").innerText());
+  const rows = await page.locator("#epochs-table tbody tr").count();
+  if (rows !== 3) fail(`expected 3 epochs in the table, got ${rows}`);
+  await page.screenshot({ path: screenshot, fullPage: true });
+  log("screenshot:", screenshot, statSync(screenshot).size, "bytes");
+  if (problems.length) fail(problems.join("\n"));
+
+  // 6. Ctrl-C with the page still connected: the server must end its event streams and exit 0.
+  server.kill("SIGINT");
+  const result = await Promise.race([exited, new Promise((r) => setTimeout(() => r(null), 15_000))]);
+  if (!result) fail("the server did not exit within 15 s of Ctrl-C");
+  if (result.code !== 0) fail(`the server exited with ${JSON.stringify(result)} after Ctrl-C:\n${output.join("")}`);
+  log("server stopped cleanly");
+  log("PASS");
+} catch (e) {
+  if (!process.exitCode) {
+    console.error("[e2e] FAIL:", e.message);
+    process.exitCode = 1;
+  }
+} finally {
+  if (context) await context.close().catch(() => {});
+  if (server.exitCode === null && server.signalCode === null) server.kill("SIGKILL");
+  rmSync(userDataDir, { recursive: true, force: true });
+  clearTimeout(watchdog);
+}

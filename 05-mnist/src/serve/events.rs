@@ -1,0 +1,138 @@
+//! The events the server streams to the page (`GET /api/events`, server-sent events), and the
+//! snapshot every new connection gets first.
+//!
+//! Each event is a named SSE event with one JSON object as its data:
+//! ```text
+//! event: epoch
+//! data: {"run":1,"epoch":1,"epochs":5,"train_loss":0.41,...}
+//! ```
+//! The page listens by name (`EventSource.addEventListener("epoch", ...)`). A snapshot first
+//! means a page that loads in the middle of a run (or reconnects after a network blip) sees the
+//! whole run so far, not only what happens next.
+
+use serde::{Deserialize, Serialize};
+
+use super::api::TrainRequest;
+
+/// The processor a run trains on, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterInfo {
+    /// `CPU (2 threads)` or the adapter line, e.g. `NVIDIA H200 (Vulkan, DiscreteGpu, ...)`.
+    pub name: String,
+    /// True for software adapters (lavapipe, SwiftShader, WARP): "GPU" code running on the CPU.
+    pub software: bool,
+    /// The loud warning for a software adapter, or a notice that `auto` chose the CPU.
+    pub warning: Option<String>,
+}
+
+/// A run began: `event: start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartEvent {
+    pub run: u64,
+    pub config: TrainRequest,
+    pub adapter: AdapterInfo,
+    pub train_images: usize,
+    pub test_images: usize,
+    pub batches_per_epoch: usize,
+}
+
+/// Where the run is inside an epoch: `event: progress`, at most every [`super::state::PROGRESS_EVERY`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressEvent {
+    pub run: u64,
+    /// 1-based.
+    pub epoch: usize,
+    /// Batches done in this epoch, 1..=batches.
+    pub batch: usize,
+    pub batches: usize,
+    /// Mean training loss of this epoch so far.
+    pub loss: f64,
+    pub images_per_sec: f64,
+}
+
+/// An epoch ended and was evaluated on the test set: `event: epoch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochEvent {
+    pub run: u64,
+    /// 1-based.
+    pub epoch: usize,
+    pub epochs: usize,
+    pub train_loss: f64,
+    pub train_acc: f64,
+    pub test_loss: f64,
+    pub test_acc: f64,
+    /// Training time of the epoch (evaluation not included).
+    pub seconds: f64,
+    pub images_per_sec: f64,
+}
+
+/// The grid's predictions by the model after an epoch (or a loaded one): `event: samples`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplesEvent {
+    pub predicted: Vec<u8>,
+}
+
+/// The model that `/api/predict` now uses: `event: model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// e.g. `784-128-10 relu, run 2 after epoch 3 (test accuracy 96.10%)`.
+    pub description: String,
+    pub hidden: Vec<usize>,
+}
+
+/// A run ended without an error, finished or stopped: `event: done`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DoneEvent {
+    pub run: u64,
+    pub stopped: bool,
+    pub epochs_done: usize,
+    /// One sentence for the status line.
+    pub message: String,
+}
+
+/// A run failed (a diverging loss, a GPU error, a panic caught at the thread's edge):
+/// `event: error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    pub run: u64,
+    pub message: String,
+}
+
+/// Everything the page shows, for a new connection (`event: snapshot`) and `GET /api/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub training: bool,
+    /// The current run, or the last one; `null` before the first.
+    pub run: Option<u64>,
+    pub config: Option<TrainRequest>,
+    pub adapter: Option<AdapterInfo>,
+    pub model: Option<ModelInfo>,
+    /// The finished epochs of `run`.
+    pub history: Vec<EpochEvent>,
+    /// The latest progress of a run in flight.
+    pub progress: Option<ProgressEvent>,
+    pub samples_predicted: Option<Vec<u8>>,
+    /// How the last run ended, e.g. "Stopped after 2 of 5 epochs.".
+    pub last_outcome: Option<String>,
+    /// Why the last run failed, if it did.
+    pub last_error: Option<String>,
+    /// Sizes of the loaded data set.
+    pub train_images: usize,
+    pub test_images: usize,
+}
+
+/// One event, serialized once and shared by every connected page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub name: &'static str,
+    pub json: String,
+}
+
+impl Published {
+    pub fn new(name: &'static str, payload: &impl Serialize) -> Self {
+        // Serializing these plain structs cannot fail (no maps with non-string keys, no
+        // custom serializers); an empty object keeps the stream well-formed regardless.
+        let json = serde_json::to_string(payload).unwrap_or_else(|_| "{}".to_string());
+        Self { name, json }
+    }
+}

@@ -1,0 +1,109 @@
+//! `mnist serve`: a web page to train a digit classifier, watch it learn, and draw digits for
+//! it to read.
+//!
+//! ```text
+//! cargo run --release -p mnist -- serve            # then open http://127.0.0.1:8080/
+//! cargo run --release -p mnist -- serve --model model.safetensors --port 3000
+//! ```
+//!
+//! How it fits together:
+//! - `routes.rs`: the HTTP API on [axum](https://docs.rs/axum), and the server-sent event stream;
+//! - `state.rs`: the shared state (data, current model, the run in flight) behind one mutex;
+//! - `run.rs`: a training run on its own thread, reporting events; stop after the current batch;
+//! - `model.rs` + `preprocess.rs`: a drawing becomes an MNIST-like 28x28 image and ten
+//!   probabilities;
+//! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
+//! - `assets.rs`: the page (`web/`), compiled into the binary.
+//!
+//! The page is at `/`; the API is documented in `routes.rs`.
+
+mod api;
+mod assets;
+mod error;
+mod events;
+mod model;
+mod preprocess;
+mod routes;
+mod run;
+mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use api::{DeviceChoice, OptimizerChoice, PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
+pub use error::ApiError;
+pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
+pub use model::ServeModel;
+pub use preprocess::to_mnist;
+pub use routes::router;
+pub use state::AppState;
+
+use crate::data::Mnist;
+use crate::error::{MnistError, Result};
+
+/// The command line's `serve` options.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The address to listen on; 127.0.0.1 keeps the page on this machine.
+    pub host: String,
+    /// 0 picks a free port (the URL is printed).
+    pub port: u16,
+    /// A safetensors model to predict with from the start.
+    pub model: Option<PathBuf>,
+}
+
+/// Runs the server on `data` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event
+/// streams end, a run in flight stops after its current batch, and the call returns.
+///
+/// Prints `listening on http://HOST:PORT/` on stdout once the port is open.
+pub fn serve(opts: &ServeOptions, data: Mnist, model: Option<ServeModel>) -> Result<()> {
+    let state = AppState::new(std::sync::Arc::new(data), model);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| MnistError::io("the async runtime", e))?;
+    let where_ = format!("--host {} --port {}", opts.host, opts.port);
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind((opts.host.as_str(), opts.port))
+            .await
+            .map_err(|e| MnistError::io(&where_, e))?;
+        let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io(&where_, e))?;
+        println!("listening on http://{addr}/  (Ctrl-C stops the server)");
+        let signal_state = state.clone();
+        axum::serve(listener, router(state.clone()))
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                eprintln!("shutting down: stopping the training run (if any) after its current batch");
+                signal_state.shutdown();
+            })
+            .await
+            .map_err(|e| MnistError::io(&where_, e))
+    })?;
+    state.wait_for_run();
+    Ok(())
+}
+
+/// Resolves on Ctrl-C, or on SIGTERM where there are signals.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        // If the handler cannot be installed, never resolve: SIGTERM still works.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}

@@ -1,0 +1,123 @@
+//! The HTTP endpoints. Handlers stay small: parse and check the request, ask [`AppState`], and
+//! answer JSON. Anything slow (training, the GPU) happens on other threads.
+//!
+//! | method | path           | answer                                                   |
+//! |--------|----------------|----------------------------------------------------------|
+//! | GET    | `/`            | the page (`/app.js`, `/style.css` beside it)             |
+//! | GET    | `/api/status`  | the [`Snapshot`]: run, config, history, model, adapter   |
+//! | GET    | `/api/events`  | server-sent events: `snapshot` first, then live events   |
+//! | GET    | `/api/samples` | the grid's test digits and the model's predictions       |
+//! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running     |
+//! | POST   | `/api/stop`    | stops the run after its current batch; 409 if none        |
+//! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream, StreamExt};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::api::{PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
+use super::assets;
+use super::error::ApiError;
+use super::events::{Published, Snapshot};
+use super::state::AppState;
+
+/// The largest request body accepted: a 1024x1024 drawing as JSON numbers ("255," is 4 bytes).
+pub const BODY_LIMIT: usize = 5 << 20;
+
+/// All routes, with `state` shared by the handlers.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/app.js", get(assets::app_js))
+        .route("/style.css", get(assets::style_css))
+        .route("/api/status", get(status))
+        .route("/api/events", get(events))
+        .route("/api/samples", get(samples))
+        .route("/api/train", post(train))
+        .route("/api/stop", post(stop))
+        .route("/api/predict", post(predict))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such page or endpoint; the page is at /")
+}
+
+async fn status(State(state): State<AppState>) -> Json<Snapshot> {
+    Json(state.snapshot())
+}
+
+async fn samples(State(state): State<AppState>) -> Json<SamplesResponse> {
+    Json(state.samples())
+}
+
+async fn train(
+    State(state): State<AppState>,
+    body: Result<Json<TrainRequest>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Json(req) = body?;
+    let run = state.start_run(req)?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "run": run }))))
+}
+
+/// The body is ignored (the page sends `{}`), so `curl -X POST .../api/stop` works too.
+async fn stop(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let run = state.stop_run()?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "stopping": run }))))
+}
+
+async fn predict(
+    State(state): State<AppState>,
+    body: Result<Json<PredictRequest>, JsonRejection>,
+) -> Result<Json<PredictResponse>, ApiError> {
+    let Json(req) = body?;
+    req.validate()?;
+    let model = state
+        .model()
+        .ok_or_else(|| ApiError::conflict("no model yet: train one (the first epoch makes one) or start the server with --model PATH"))?;
+    // Preprocessing and a forward pass take about a millisecond; off the async threads anyway,
+    // so a huge drawing cannot stall other requests.
+    tokio::task::spawn_blocking(move || model.predict_drawing(&req))
+        .await
+        .map_err(|e| ApiError::internal(format!("the prediction failed: {e}")))?
+        .map(Json)
+}
+
+/// The event stream: the snapshot, then every event, until the page goes away or the server
+/// shuts down. A page that falls more than the channel's capacity behind gets a new snapshot.
+async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (snapshot, rx) = state.subscribe();
+    let shutdown = state.shutdown_signal();
+    let first = Published::new("snapshot", &snapshot);
+    let rest = stream::unfold((state, rx, shutdown), |(state, mut rx, mut shutdown)| async move {
+        let received = tokio::select! {
+            _ = shutdown.wait_for(|&down| down) => return None,
+            received = rx.recv() => received,
+        };
+        match received {
+            Ok(event) => Some((event, (state, rx, shutdown))),
+            Err(RecvError::Lagged(_)) => {
+                let (snapshot, fresh) = state.subscribe();
+                Some((Arc::new(Published::new("snapshot", &snapshot)), (state, fresh, shutdown)))
+            }
+            Err(RecvError::Closed) => None,
+        }
+    });
+    let stream = stream::once(async move { Arc::new(first) })
+        .chain(rest)
+        .map(|e| Ok(Event::default().event(e.name).data(e.json.as_str())));
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
