@@ -21,6 +21,7 @@
 //! reference (every row for small products, 16 rows spread over large ones, and all of C
 //! for NaN), with `Kernel::tolerance(k)`.
 
+use std::cell::OnceCell;
 use std::hint::black_box;
 
 use benches::harness::{self, Bench, Sweep, must, time_kernels, time_wall};
@@ -55,10 +56,6 @@ impl Problem {
         let rows: Vec<usize> = if m * k * n <= 1 << 24 { (0..m).collect() } else { (0..16).map(|i| i * (m - 1) / 15).collect() };
         let expected = must(reference_rows(&a, &b, t, &rows), "the f64 reference");
         Problem { label, t, m, k, n, a, b, rows, expected }
-    }
-
-    fn flops(&self) -> u64 {
-        2 * (self.m * self.k * self.n) as u64
     }
 
     /// Panics unless `c: [m, n]` is finite everywhere and matches the reference rows.
@@ -138,25 +135,44 @@ struct Ctx<'a> {
     gpus: &'a [(&'static str, Matmul)],
 }
 
-/// Benchmarks every function on `p` in group `g`; `square` limits by [`max_square`].
-fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, p: &Problem, square: bool) {
-    g.throughput(Throughput::Elements(p.flops()));
-    let runs = |f: &str| !square || p.n <= max_square(f, env.sweep);
-    let mut c = Matrix::zeros(p.m, p.n);
+/// A product to time, before its matrices exist: label, `(m, k, n)` and which operand is
+/// transposed.
+#[derive(Clone, Copy)]
+struct Shape {
+    label: &'static str,
+    m: usize,
+    k: usize,
+    n: usize,
+    t: Transpose,
+}
+
+/// Benchmarks every function on `shape` in group `g`; `square` applies [`max_square`].
+///
+/// The matrices, the reference and the GPU buffers are made when the first benchmark that
+/// needs them runs, so a criterion filter that skips a size builds nothing for it.
+fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Shape, square: bool) {
+    let Shape { label, m, k, n, t } = shape;
+    g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
+    let runs = |f: &str| !square || n <= max_square(f, env.sweep);
+    let problem: OnceCell<Problem> = OnceCell::new();
+    let problem = || problem.get_or_init(|| Problem::new(label.to_string(), m, k, n, t));
+    let mut c: Option<Matrix> = None;
     for (name, kernel) in [("cpu_naive", CpuKernel::Naive), ("cpu_best", CpuKernel::BEST), ("cpu_library", CpuKernel::Library)] {
         if !runs(name) {
             continue;
         }
         let mut checked = false;
-        g.bench_with_input(BenchmarkId::new(name, &p.label), p, |bch, p| {
+        g.bench_function(BenchmarkId::new(name, label), |bch| {
+            let p = problem();
+            let c = c.get_or_insert_with(|| Matrix::zeros(m, n));
             let product = |c: &mut Matrix| must(cpu_matrix::matmul_t_into(kernel, p.cpu_transpose(), &p.a, &p.b, c), name);
             if !checked {
                 c.data.fill(f32::NAN);
-                product(&mut c);
+                product(c);
                 p.check(name, &c.data);
                 checked = true;
             }
-            bch.iter(|| product(black_box(&mut c)))
+            bch.iter(|| product(black_box(&mut *c)))
         });
     }
     for (name, mm) in env.gpus {
@@ -164,16 +180,16 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, p: &Proble
             continue;
         }
         let limit = env.ctx.limits.max_storage_buffer_binding_size;
-        let biggest = 4 * [p.m * p.k, p.k * p.n, p.m * p.n].into_iter().max().unwrap_or(0) as u64;
+        let biggest = 4 * [m * k, k * n, m * n].into_iter().max().unwrap_or(0) as u64;
         if biggest > limit {
-            eprintln!("{name} on {}: a matrix of {biggest} bytes exceeds this device's {limit}-byte binding; skipped", p.label);
+            eprintln!("{name} on {label}: a matrix of {biggest} bytes exceeds this device's {limit}-byte binding; skipped");
             continue;
         }
-        // Built on first use (a criterion filter that skips both builds nothing), shared by
-        // the kernel-only and the end-to-end benchmark; each checks its first result.
+        // Shared by the kernel-only and the end-to-end benchmark; each checks its first result.
         let mut setup: Option<GpuSetup> = None;
         let mut checked = false;
-        g.bench_with_input(BenchmarkId::new(format!("{name}_kernel"), &p.label), p, |bch, p| {
+        g.bench_function(BenchmarkId::new(format!("{name}_kernel"), label), |bch| {
+            let p = problem();
             let s = setup.get_or_insert_with(|| GpuSetup::new(env.ctx, mm, p));
             if !checked {
                 env.ctx.poison(&s.c.buffer);
@@ -185,7 +201,8 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, p: &Proble
             bch.iter_custom(|iters| time_kernels(env.ctx, env.timer, iters, |pass| s.call.record(pass)))
         });
         let mut checked = false;
-        g.bench_with_input(BenchmarkId::new(format!("{name}_e2e"), &p.label), p, |bch, p| {
+        g.bench_function(BenchmarkId::new(format!("{name}_e2e"), label), |bch| {
+            let p = problem();
             let s = setup.get_or_insert_with(|| GpuSetup::new(env.ctx, mm, p));
             if !checked {
                 env.ctx.poison(&s.c.buffer);
@@ -215,29 +232,40 @@ fn main() {
     );
     let env = Ctx { ctx: &ctx, timer: &timer, sweep, gpus: &gpus };
 
-    let squares = sweep.pick(&[16], &[16, 32, 64, 128, 256, 512, 1024], &[16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]);
+    let squares: [(&str, usize); 10] = [
+        ("16", 16),
+        ("32", 32),
+        ("64", 64),
+        ("128", 128),
+        ("256", 256),
+        ("512", 512),
+        ("1024", 1024),
+        ("2048", 2048),
+        ("4096", 4096),
+        ("8192", 8192),
+    ];
+    let squares = sweep.pick(&squares[..1], &squares[..7], &squares);
     let mut g = harness::group(&mut criterion, "matmul");
-    for n in squares {
-        let p = Problem::new(n.to_string(), n, n, n, Transpose::None);
-        bench_problem(&mut g, &env, &p, true);
+    for (label, n) in squares {
+        bench_problem(&mut g, &env, Shape { label, m: n, k: n, n, t: Transpose::None }, true);
     }
     g.finish();
 
     // One training step of 784-128-10 at batch 64: forward x W1, h W2; backward h^T dY (as
     // the second layer's weight gradient), dY W2^T; the first layer's x^T dH; and the first
     // layer at batch 1024.
-    let all: [(&str, usize, usize, usize, Transpose); 5] = [
-        ("64x784x128", 64, 784, 128, Transpose::None),
-        ("64x128x10", 64, 128, 10, Transpose::None),
-        ("AtB_784x64x128", 784, 64, 128, Transpose::A),
-        ("ABt_64x10x128", 64, 10, 128, Transpose::B),
-        ("1024x784x128", 1024, 784, 128, Transpose::None),
+    let shape = |label, m, k, n, t| Shape { label, m, k, n, t };
+    let all = [
+        shape("64x784x128", 64, 784, 128, Transpose::None),
+        shape("64x128x10", 64, 128, 10, Transpose::None),
+        shape("AtB_784x64x128", 784, 64, 128, Transpose::A),
+        shape("ABt_64x10x128", 64, 10, 128, Transpose::B),
+        shape("1024x784x128", 1024, 784, 128, Transpose::None),
     ];
     let shapes = sweep.pick(&all[2..4], &all, &all);
     let mut g = harness::group(&mut criterion, "matmul_mnist");
-    for (label, m, k, n, t) in shapes {
-        let p = Problem::new(label.to_string(), m, k, n, t);
-        bench_problem(&mut g, &env, &p, false);
+    for s in shapes {
+        bench_problem(&mut g, &env, s, false);
     }
     g.finish();
     criterion.final_summary();

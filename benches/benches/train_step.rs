@@ -14,7 +14,9 @@
 //! weights (stage 04's tolerance: 1e-4 relative + 1e-5 absolute).
 
 use benches::harness::{self, Bench, must, time_kernels, time_wall};
-use common::check_close;
+use std::sync::Arc;
+
+use common::{GpuContext, check_close};
 use cpu_matrix::Matrix;
 use criterion::{BenchmarkId, Throughput};
 use gpu_layers::{CpuTrainer, Fusion, GpuTrainer, Kernels, NetworkSpec, Optimizer};
@@ -22,6 +24,37 @@ use gpu_layers::{CpuTrainer, Fusion, GpuTrainer, Kernels, NetworkSpec, Optimizer
 const SEED: u64 = 42;
 /// Stage 04's tolerance for weights after GPU and CPU steps (tests/training.rs).
 const PARAM_TOL: (f64, f64) = (1e-4, 1e-5);
+
+/// A CPU and a GPU trainer from the same initial weights, for batches of `x: [batch, 784]`,
+/// after one step each on `x`, checked to give the same weights.
+fn checked_trainers(
+    ctx: &GpuContext,
+    kernels: &Arc<Kernels>,
+    spec: &NetworkSpec,
+    optimizer: Optimizer,
+    x: &Matrix,
+    labels: &[u8],
+) -> (CpuTrainer, GpuTrainer) {
+    let batch = x.rows;
+    let mut cpu = must(CpuTrainer::new(spec, optimizer, batch, SEED), "CPU trainer");
+    let gpu = must(GpuTrainer::with_options(ctx, kernels, spec, optimizer, batch, SEED, Fusion::Fused), "GPU trainer");
+    must(cpu.train_step(x, labels), "CPU step");
+    must(gpu.write_batch(ctx, x, labels), "uploading the batch");
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        gpu.record_step(&mut pass);
+    }
+    ctx.queue.submit([encoder.finish()]);
+    must(gpu.take_metrics(ctx), "GPU metrics");
+    must(cpu.take_metrics(), "CPU metrics");
+    for (i, (gp, cp)) in must(gpu.parameters(ctx), "GPU parameters").iter().zip(cpu.parameters()).enumerate() {
+        if let Err(e) = check_close(&gp.data, &cp.data, PARAM_TOL.0, PARAM_TOL.1) {
+            panic!("train_step at batch {batch}: parameter {i} after one step differs between GPU and CPU:\n{e}");
+        }
+    }
+    (cpu, gpu)
+}
 
 fn main() {
     let Bench { ctx, timer, sweep, mut criterion } = Bench::start("train_step", &["train_step"]);
@@ -38,32 +71,19 @@ fn main() {
         let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, batch as u64);
         let labels: Vec<u8> = (0..batch).map(|i| ((i * 7 + 3) % 10) as u8).collect();
 
-        // The reference step: the GPU must agree with it before anything is timed.
-        let mut cpu = must(CpuTrainer::new(&spec, optimizer, batch, SEED), "CPU trainer");
-        let gpu = must(GpuTrainer::with_options(&ctx, &kernels, &spec, optimizer, batch, SEED, Fusion::Fused), "GPU trainer");
-        must(cpu.train_step(&x, &labels), "CPU step");
-        must(gpu.write_batch(&ctx, &x, &labels), "uploading the batch");
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            gpu.record_step(&mut pass);
-        }
-        ctx.queue.submit([encoder.finish()]);
-        must(gpu.take_metrics(&ctx), "GPU metrics");
-        must(cpu.take_metrics(), "CPU metrics");
-        for (i, (gp, cp)) in must(gpu.parameters(&ctx), "GPU parameters").iter().zip(cpu.parameters()).enumerate() {
-            if let Err(e) = check_close(&gp.data, &cp.data, PARAM_TOL.0, PARAM_TOL.1) {
-                panic!("train_step at batch {batch}: parameter {i} after one step differs between GPU and CPU:\n{e}");
-            }
-        }
-
-        g.bench_with_input(BenchmarkId::new("cpu", batch), &batch, |b, _| {
+        // Built and checked when the first benchmark of this batch runs (not at all when a
+        // criterion filter skips them).
+        let mut trainers: Option<(CpuTrainer, GpuTrainer)> = None;
+        let make = || checked_trainers(&ctx, &kernels, &spec, optimizer, &x, &labels);
+        g.bench_function(BenchmarkId::new("cpu", batch), |b| {
+            let (cpu, _) = trainers.get_or_insert_with(make);
             b.iter(|| {
                 must(cpu.train_step(&x, &labels), "CPU step");
                 must(cpu.take_metrics(), "CPU metrics")
             })
         });
-        g.bench_with_input(BenchmarkId::new("gpu_kernels", batch), &batch, |b, _| {
+        g.bench_function(BenchmarkId::new("gpu_kernels", batch), |b| {
+            let (_, gpu) = trainers.get_or_insert_with(make);
             b.iter_custom(|iters| {
                 let t = time_kernels(&ctx, &timer, iters, |pass| gpu.record_step(pass));
                 // Keep the loss sums from growing without end; outside the timed passes.
@@ -71,7 +91,8 @@ fn main() {
                 t
             })
         });
-        g.bench_with_input(BenchmarkId::new("gpu_e2e", batch), &batch, |b, _| {
+        g.bench_function(BenchmarkId::new("gpu_e2e", batch), |b| {
+            let (_, gpu) = trainers.get_or_insert_with(make);
             b.iter_custom(|iters| {
                 time_wall(iters, || {
                     must(gpu.write_batch(&ctx, &x, &labels), "uploading the batch");
