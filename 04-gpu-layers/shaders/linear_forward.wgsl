@@ -9,7 +9,7 @@
 // workgroups. So this kernel splits k instead: a workgroup owns TR rows x TN columns; its KS = 16
 // rows of invocations each sum every 16th k (16 chains, 16x shorter), with TR = 4 row
 // accumulators per invocation so each weight read is used 4 times; and the k loop is unrolled
-// by 4 with all loads first, so 20 loads are in flight at once instead of 5. The KS partial
+// by 8 with all loads first, so 40 loads are in flight at once instead of 5. The KS partial
 // sums then meet in workgroup memory, where bias and activation are applied on the way out.
 // Lanes of a subgroup run along the columns: their weight reads are contiguous, and their x
 // reads are one value broadcast to all.
@@ -52,23 +52,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var acc = vec4<f32>(0.0);
     if col < n {
         var k = lid.y;
+        // Eight k's per iteration, all loads first: 8 weights and 32 inputs in flight at once.
+        // A GPU runs a thread's instructions in order, so a loop that loads one k and then
+        // multiplies waits a full memory latency per k; here it waits once per 8.
         loop {
-            if k + 3u * KS >= k_len {
+            if k + 7u * KS >= k_len {
                 break;
             }
-            let k1 = k + KS;
+            let k0 = k;
+            let k1 = k + 1u * KS;
             let k2 = k + 2u * KS;
             let k3 = k + 3u * KS;
-            let w0 = params[k * n + col];
+            let k4 = k + 4u * KS;
+            let k5 = k + 5u * KS;
+            let k6 = k + 6u * KS;
+            let k7 = k + 7u * KS;
+            let w0 = params[k0 * n + col];
             let w1 = params[k1 * n + col];
             let w2 = params[k2 * n + col];
             let w3 = params[k3 * n + col];
-            let a0 = vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]);
+            let w4 = params[k4 * n + col];
+            let w5 = params[k5 * n + col];
+            let w6 = params[k6 * n + col];
+            let w7 = params[k7 * n + col];
+            let a0 = vec4<f32>(x[x0 + k0], x[x1 + k0], x[x2 + k0], x[x3 + k0]);
             let a1 = vec4<f32>(x[x0 + k1], x[x1 + k1], x[x2 + k1], x[x3 + k1]);
             let a2 = vec4<f32>(x[x0 + k2], x[x1 + k2], x[x2 + k2], x[x3 + k2]);
             let a3 = vec4<f32>(x[x0 + k3], x[x1 + k3], x[x2 + k3], x[x3 + k3]);
+            let a4 = vec4<f32>(x[x0 + k4], x[x1 + k4], x[x2 + k4], x[x3 + k4]);
+            let a5 = vec4<f32>(x[x0 + k5], x[x1 + k5], x[x2 + k5], x[x3 + k5]);
+            let a6 = vec4<f32>(x[x0 + k6], x[x1 + k6], x[x2 + k6], x[x3 + k6]);
+            let a7 = vec4<f32>(x[x0 + k7], x[x1 + k7], x[x2 + k7], x[x3 + k7]);
             acc += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3;
-            k += 4u * KS;
+            acc += a4 * w4 + a5 * w5 + a6 * w6 + a7 * w7;
+            k += 8u * KS;
         }
         for (; k < k_len; k += KS) {
             acc += vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]) * params[k * n + col];

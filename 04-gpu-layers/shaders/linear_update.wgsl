@@ -11,8 +11,8 @@
 // at a time are staged in workgroup memory by all 256 invocations at once (one round of loads,
 // coalesced along k and j), and each invocation then sums its 2 x 2 parameters from there.
 // A thread that looped over the batch reading global memory would wait for ~64 loads one after
-// another; here each round costs one memory latency. Putting both layers in one dispatch saves
-// a dispatch (and its barrier) per training step.
+// another; here the loads of the next round fly while the current one is multiplied. Putting
+// both layers in one dispatch saves a dispatch (and its barrier) per training step.
 
 struct LayerShape {
     inputs: u32,
@@ -63,35 +63,91 @@ fn load_dy(is_b: bool, i: u32) -> f32 {
     return dy_a[i];
 }
 
+// The values one invocation stages for one round of R rows: 4 of x and 4 of dy. Row `in` of the
+// augmented input is the constant 1 that multiplies the bias; rows past the batch are 0.
+struct Staged {
+    x: vec4<f32>,
+    dy: vec4<f32>,
+}
+
+fn fetch(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, r0: u32) -> Staged {
+    var out = Staged(vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var e = 0u; e < 4u; e++) {
+        let idx = li + 256u * e;
+        let row = r0 + idx / T;
+        let cc = idx % T;
+        if row < batch.rows {
+            let k = k0 + cc;
+            if k < shape.inputs {
+                out.x[e] = load_x(is_b, row * shape.inputs + k);
+            } else if k == shape.inputs {
+                out.x[e] = 1.0;
+            }
+            let j = j0 + cc;
+            if j < shape.outputs {
+                out.dy[e] = load_dy(is_b, row * shape.outputs + j);
+            }
+        }
+    }
+    return out;
+}
+
+// A parameter with its optimizer state, read before its gradient is known.
+struct Param {
+    value: f32,
+    s0: f32,
+    s1: f32,
+}
+
+fn load_param(is_b: bool, shape: LayerShape, k: u32, j: u32) -> Param {
+    var p = Param(0.0, 0.0, 0.0);
+    if k > shape.inputs || j >= shape.outputs {
+        return p;
+    }
+    let count = (shape.inputs + 1u) * shape.outputs;
+    let i = k * shape.outputs + j;
+    let adam = u.opt.kind == OPT_ADAM;
+    if is_b {
+        p.value = params_b[i];
+        p.s0 = state_b[i];
+        if adam {
+            p.s1 = state_b[count + i];
+        }
+    } else {
+        p.value = params_a[i];
+        p.s0 = state_a[i];
+        if adam {
+            p.s1 = state_a[count + i];
+        }
+    }
+    return p;
+}
+
 // One parameter: record its gradient and move it (and its optimizer state).
-fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, g: f32) {
+fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32) {
     if k > shape.inputs || j >= shape.outputs {
         return;
     }
     let count = (shape.inputs + 1u) * shape.outputs;
     let i = k * shape.outputs + j;
+    var moved: Moved;
+    if u.opt.kind == OPT_SGD {
+        moved = sgd_step(u.opt, p.value, g, p.s0);
+    } else {
+        moved = adam_step(u.opt, counters[COUNTER_STEP], p.value, g, p.s0, p.s1);
+    }
     if is_b {
         grads_b[i] = g;
-        if u.opt.kind == OPT_SGD {
-            let moved = sgd_step(u.opt, params_b[i], g, state_b[i]);
-            params_b[i] = moved.param;
-            state_b[i] = moved.s0;
-        } else {
-            let moved = adam_step(u.opt, counters[COUNTER_STEP], params_b[i], g, state_b[i], state_b[count + i]);
-            params_b[i] = moved.param;
-            state_b[i] = moved.s0;
+        params_b[i] = moved.param;
+        state_b[i] = moved.s0;
+        if u.opt.kind == OPT_ADAM {
             state_b[count + i] = moved.s1;
         }
     } else {
         grads_a[i] = g;
-        if u.opt.kind == OPT_SGD {
-            let moved = sgd_step(u.opt, params_a[i], g, state_a[i]);
-            params_a[i] = moved.param;
-            state_a[i] = moved.s0;
-        } else {
-            let moved = adam_step(u.opt, counters[COUNTER_STEP], params_a[i], g, state_a[i], state_a[count + i]);
-            params_a[i] = moved.param;
-            state_a[i] = moved.s0;
+        params_a[i] = moved.param;
+        state_a[i] = moved.s0;
+        if u.opt.kind == OPT_ADAM {
             state_a[count + i] = moved.s1;
         }
     }
@@ -109,39 +165,32 @@ fn main(
         shape = u.b;
     }
     let tile = wid.x - shape.first_group;
-    let k_len = shape.inputs;
-    let n = shape.outputs;
     let k0 = (tile / shape.tiles_n) * T;
     let j0 = (tile % shape.tiles_n) * T;
-    let rows = batch.rows;
+    let ka = k0 + lid.y;
+    let kb = ka + 16u;
+    let ja = j0 + lid.x;
+    let jb = ja + 16u;
 
-    var acc = vec4<f32>(0.0); // (k, j), (k, j + 16), (k + 16, j), (k + 16, j + 16)
-    for (var r0 = 0u; r0 < rows; r0 += R) {
-        // Stage R rows: 1024 values of x and of dy, 4 of each per invocation. Row `in` of the
-        // augmented input is the constant 1 that multiplies the bias; rows past the batch are 0.
+    // Every load is issued as early as possible, because each one waits a full memory latency:
+    // the parameters and optimizer state now (they do not depend on the gradient), and each
+    // round of rows while the previous round is being multiplied (double buffering).
+    let p00 = load_param(is_b, shape, ka, ja);
+    let p01 = load_param(is_b, shape, ka, jb);
+    let p10 = load_param(is_b, shape, kb, ja);
+    let p11 = load_param(is_b, shape, kb, jb);
+    var next = fetch(is_b, shape, k0, j0, li, 0u);
+
+    var acc = vec4<f32>(0.0); // (ka, ja), (ka, jb), (kb, ja), (kb, jb)
+    for (var r0 = 0u; r0 < batch.rows; r0 += R) {
         for (var e = 0u; e < 4u; e++) {
-            let idx = li + 256u * e;
-            let rr = idx / T;
-            let cc = idx % T;
-            let row = r0 + rr;
-            var xv = 0.0;
-            var dv = 0.0;
-            if row < rows {
-                let k = k0 + cc;
-                if k < k_len {
-                    xv = load_x(is_b, row * k_len + k);
-                } else if k == k_len {
-                    xv = 1.0;
-                }
-                let j = j0 + cc;
-                if j < n {
-                    dv = load_dy(is_b, row * n + j);
-                }
-            }
-            xs[idx] = xv;
-            ds[idx] = dv;
+            xs[li + 256u * e] = next.x[e];
+            ds[li + 256u * e] = next.dy[e];
         }
         workgroupBarrier();
+        if r0 + R < batch.rows {
+            next = fetch(is_b, shape, k0, j0, li, r0 + R);
+        }
         for (var rr = 0u; rr < R; rr++) {
             let xa = xs[rr * T + lid.y];
             let xb = xs[rr * T + lid.y + 16u];
@@ -151,8 +200,8 @@ fn main(
         }
         workgroupBarrier();
     }
-    step(is_b, shape, k0 + lid.y, j0 + lid.x, acc.x);
-    step(is_b, shape, k0 + lid.y, j0 + lid.x + 16u, acc.y);
-    step(is_b, shape, k0 + lid.y + 16u, j0 + lid.x, acc.z);
-    step(is_b, shape, k0 + lid.y + 16u, j0 + lid.x + 16u, acc.w);
+    step(is_b, shape, ka, ja, p00, acc.x);
+    step(is_b, shape, ka, jb, p01, acc.y);
+    step(is_b, shape, kb, ja, p10, acc.z);
+    step(is_b, shape, kb, jb, p11, acc.w);
 }

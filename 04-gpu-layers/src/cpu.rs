@@ -98,7 +98,7 @@ pub const LOSS_UNITS_PER_ONE: f64 = 1048576.0;
 /// One row's loss as the GPU's `add_loss` (softmax_row.wgsl) adds it: `None` for NaN or
 /// `> 1e12`, else the loss (at least 0) in units of 2^-20, split and rounded like the kernel.
 pub fn loss_to_fixed(loss: f32) -> Option<u64> {
-    if !(loss <= 1e12) {
+    if loss.is_nan() || loss > 1e12 {
         return None;
     }
     let v = loss.max(0.0);
