@@ -30,9 +30,9 @@ pub enum Kernel {
 }
 
 /// A `Matmul` made with [`crate::Matmul::new`] picks the first tile of a kernel's ladder that
-/// still gives at least this many workgroups, so that small products (MNIST's 64 x 784 x 128)
-/// keep many workgroups busy; with none, the smallest tile.
-pub const MIN_WORKGROUPS: u32 = 128;
+/// still gives at least this many workgroups (about two per multiprocessor on the H200's 132),
+/// so that smaller products keep the GPU busy; with none, the smallest tile.
+pub const MIN_WORKGROUPS: u32 = 256;
 
 impl Kernel {
     /// Every GPU kernel, in order.
@@ -137,11 +137,15 @@ impl Kernel {
         match self {
             Kernel::Naive => vec![t(16, 16, 1, 1, 1)],
             Kernel::Tiled => vec![t(16, 16, 16, 1, 1)],
-            Kernel::Blocked2d => vec![t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2), t(16, 16, 8, 1, 1)],
+            // Chosen from `--tune` on the H200 (see the README): the best tile at n = 4096 first,
+            // then the best where that one leaves too few workgroups.
+            Kernel::Blocked2d => vec![t(128, 128, 8, 8, 8), t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2), t(16, 16, 8, 1, 1)],
             Kernel::Vec4 => vec![t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
-            Kernel::DoubleBuffered => vec![t(128, 128, 8, 8, 8), t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],
+            Kernel::DoubleBuffered => {
+                vec![t(128, 128, 8, 16, 8), t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)]
+            }
             // tm x tn here is one subgroup's block of 16 x 16 fragments.
-            Kernel::CoopMatrix => vec![t(128, 128, 32, 64, 32), t(64, 64, 32, 32, 32)],
+            Kernel::CoopMatrix => vec![t(128, 256, 16, 64, 64), t(128, 128, 32, 64, 32), t(64, 64, 32, 32, 32)],
         }
     }
 
@@ -154,14 +158,14 @@ impl Kernel {
         }
     }
 
-    /// Tile shapes the runner's `--tune` mode tries: the ladder, then other candidates.
+    /// Tile shapes the runner's `--tune` mode tries: the ladder, then other candidates
+    /// (each once).
     pub fn tune_tiles(self) -> Vec<Tile> {
         let t = |bm, bn, bk, tm, tn| Tile { bm, bn, bk, tm, tn };
-        let mut tiles = self.tile_ladder();
-        tiles.extend(match self {
+        let extra = match self {
             Kernel::Naive => vec![t(8, 8, 1, 1, 1), t(8, 32, 1, 1, 1), t(4, 64, 1, 1, 1)],
             Kernel::Tiled => vec![t(8, 8, 8, 1, 1), t(32, 32, 32, 1, 1)],
-            Kernel::Blocked2d => vec![t(128, 128, 8, 8, 8), t(64, 64, 16, 4, 4), t(128, 64, 8, 8, 4)],
+            Kernel::Blocked2d => vec![t(64, 64, 16, 4, 4), t(128, 64, 8, 8, 4), t(128, 128, 8, 16, 8)],
             Kernel::Vec4 | Kernel::DoubleBuffered => vec![
                 t(128, 128, 16, 8, 8),
                 t(128, 64, 16, 8, 4),
@@ -174,17 +178,22 @@ impl Kernel {
                 t(128, 64, 8, 8, 8),
                 t(64, 128, 8, 8, 8),
                 t(128, 128, 4, 8, 8),
-                t(128, 128, 8, 16, 8),
+                t(128, 128, 8, 8, 8),
             ],
             Kernel::CoopMatrix => vec![
                 t(128, 128, 32, 64, 64),
                 t(128, 128, 16, 64, 32),
-                t(128, 256, 16, 64, 64),
                 t(256, 128, 16, 64, 64),
                 t(128, 64, 32, 64, 32),
                 t(64, 128, 32, 32, 64),
             ],
-        });
+        };
+        let mut tiles = self.tile_ladder();
+        for tile in extra {
+            if !tiles.contains(&tile) {
+                tiles.push(tile);
+            }
+        }
         tiles
     }
 
@@ -229,7 +238,7 @@ impl Kernel {
                 if tile.bk == 0 {
                     return bad("bk must be positive".into());
                 }
-                if self.needs_vec4_rows() && (tile.tm % 4 != 0 || tile.tn % 4 != 0 || tile.bk % 4 != 0) {
+                if self.needs_vec4_rows() && (!tile.tm.is_multiple_of(4) || !tile.tn.is_multiple_of(4) || !tile.bk.is_multiple_of(4)) {
                     return bad("vec4 kernels move groups of 4: tm, tn and bk must be multiples of 4".into());
                 }
                 for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("TM", tile.tm), ("TN", tile.tn)] {
@@ -239,8 +248,8 @@ impl Kernel {
                 halves * (tile.bm + tile.bn) * tile.bk * 4
             }
             Kernel::CoopMatrix => {
-                let frags = |v: u32| v % 16 == 0 && (16..=64).contains(&v);
-                if !frags(tile.tm) || !frags(tile.tn) || tile.bk == 0 || tile.bk % 16 != 0 {
+                let frags = |v: u32| v.is_multiple_of(16) && (16..=64).contains(&v);
+                if !frags(tile.tm) || !frags(tile.tn) || tile.bk == 0 || !tile.bk.is_multiple_of(16) {
                     return bad("a subgroup computes tm x tn of C in 16 x 16 fragments, 1 to 4 each way \
                                 (tm, tn in 16, 32, 48, 64), in 16-deep steps (bk a multiple of 16)"
                         .into());
@@ -285,7 +294,7 @@ pub struct Tile {
 impl Tile {
     /// Invocations per workgroup: one per `tm x tn` block of the `bm x bn` tile.
     pub fn threads(&self) -> u32 {
-        if self.tm == 0 || self.tn == 0 || self.bm % self.tm != 0 || self.bn % self.tn != 0 {
+        if self.tm == 0 || self.tn == 0 || !self.bm.is_multiple_of(self.tm) || !self.bn.is_multiple_of(self.tn) {
             return 0;
         }
         (self.bm / self.tm) * (self.bn / self.tn)

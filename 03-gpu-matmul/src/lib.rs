@@ -51,7 +51,7 @@ impl GpuMatrix {
     /// Copies `m` to a new GPU buffer.
     pub fn upload(ctx: &GpuContext, m: &Matrix) -> Result<Self, GpuError> {
         let label = format!("matrix {}x{}", m.rows, m.cols);
-        let buffer = if m.data.len() % 4 == 0 && !m.data.is_empty() {
+        let buffer = if m.data.len().is_multiple_of(4) && !m.data.is_empty() {
             ctx.storage_buffer(&label, &m.data)?
         } else {
             let mut padded = m.data.clone();

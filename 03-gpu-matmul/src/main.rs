@@ -71,9 +71,9 @@ fn parse_checks(s: &str) -> Result<Checks, String> {
 fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
     let parts: Vec<&str> = s.trim().split('x').collect();
     let nums: Result<Vec<usize>, _> = parts.iter().map(|p| p.parse::<usize>()).collect();
-    match nums.map_err(|e| format!("bad size {s:?}: {e}"))?.as_slice() {
-        &[n] if n > 0 => Ok((n, n, n)),
-        &[m, k, n] if m > 0 && k > 0 && n > 0 => Ok((m, k, n)),
+    match *nums.map_err(|e| format!("bad size {s:?}: {e}"))?.as_slice() {
+        [n] if n > 0 => Ok((n, n, n)),
+        [m, k, n] if m > 0 && k > 0 && n > 0 => Ok((m, k, n)),
         _ => Err(format!("bad size {s:?}: give n (square) or MxKxN, all positive")),
     }
 }
@@ -154,8 +154,8 @@ fn print_table(flop: f64, rows: &[Row]) {
     let w = rows.iter().map(|r| r.label.len()).max().unwrap_or(0).max(6);
     let wr = rows.iter().map(|r| r.ran.len()).max().unwrap_or(0).max(32);
     println!(
-        "  {:<w$} {:<wr$} {:>15} {:>18} {:>10}  {}",
-        "kernel", "ran (tile bm x bn x bk / tm x tn)", "kernel GFLOP/s", "end-to-end GFLOP/s", "% of best", "check"
+        "  {:<w$} {:<wr$} {:>15} {:>18} {:>10}  check",
+        "kernel", "ran (tile bm x bn x bk / tm x tn)", "kernel GFLOP/s", "end-to-end GFLOP/s", "% of best"
     );
     for r in rows {
         let pct = r.kernel_s.map_or("-".into(), |s| format!("{:.0}%", 100.0 * best / s));
