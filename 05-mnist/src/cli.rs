@@ -81,10 +81,10 @@ pub struct TrainArgs {
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
     /// Learning rate [default: 0.05 for sgd, 0.001 for adam].
-    #[arg(long, value_name = "LR", value_parser = positive_f32)]
+    #[arg(long, value_name = "LR", value_parser = positive_f32, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// SGD momentum, in [0, 1).
-    #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = momentum)]
+    #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = momentum, allow_negative_numbers = true)]
     pub momentum: f32,
     #[arg(long, value_enum, default_value_t = OptimizerName::Sgd)]
     pub optimizer: OptimizerName,
@@ -195,6 +195,7 @@ impl TrainArgs {
             optimizer,
             seed: self.seed,
             steps_per_submit: self.steps_per_submit,
+            epoch_models: false,
         }
     }
 }
@@ -296,6 +297,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
             bar.set_message(format!("loss {loss}  {} img/s", thousands(p.images_per_sec.round() as u64)));
         }
         Event::EpochEnd(m) => bar.suspend(|| println!("{}", m.line(epochs))),
+        Event::EpochModel(_) => {}
     });
     bar.finish_and_clear();
     let outcome = outcome?;

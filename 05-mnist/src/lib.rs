@@ -12,6 +12,7 @@ pub mod model_io;
 pub mod plot;
 pub mod preprocess;
 pub mod preview;
+pub mod serve;
 pub mod train;
 
 pub use error::{MnistError, Result};

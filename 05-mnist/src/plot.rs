@@ -80,7 +80,8 @@ fn panel<'a, DB: DrawingBackend, I: Iterator<Item = (f64, f64)> + 'a>(
     chart
         .configure_mesh()
         .x_desc("epoch")
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        // Epochs are whole numbers: label only the integer ticks.
+        .x_label_formatter(&|v| if (v - v.round()).abs() < 1e-6 { format!("{v:.0}") } else { String::new() })
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| e.to_string())?;

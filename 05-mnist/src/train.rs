@@ -107,12 +107,24 @@ pub struct TrainConfig {
     pub seed: u64,
     /// GPU only: training steps recorded into one submission.
     pub steps_per_submit: usize,
+    /// Send [`Event::EpochModel`] with the parameters after every epoch (the web page predicts
+    /// with the latest model). On the GPU that is one read-back of the parameters per epoch,
+    /// outside the timed part.
+    pub epoch_models: bool,
 }
 
 impl Default for TrainConfig {
     /// The defaults of `mnist train`: 784-128-10, batch 64, 10 epochs, SGD lr 0.05 momentum 0.9.
     fn default() -> Self {
-        Self { hidden: vec![128], batch_size: 64, epochs: 10, optimizer: Optimizer::sgd(0.05, 0.9), seed: 42, steps_per_submit: 100 }
+        Self {
+            hidden: vec![128],
+            batch_size: 64,
+            epochs: 10,
+            optimizer: Optimizer::sgd(0.05, 0.9),
+            seed: 42,
+            steps_per_submit: 100,
+            epoch_models: false,
+        }
     }
 }
 
@@ -157,6 +169,9 @@ pub enum Event<'a> {
     Progress(Progress),
     /// An epoch ended and was evaluated on the test set.
     EpochEnd(&'a EpochMetrics),
+    /// The parameters after that epoch, right after its `EpochEnd` (only with
+    /// [`TrainConfig::epoch_models`]).
+    EpochModel(&'a Model),
 }
 
 /// Where an epoch is.
@@ -296,6 +311,9 @@ fn train_cpu(
         let test = evaluate_cpu(&mut net, &data.test, batch, epoch, cfg)?;
         let m = epoch_metrics(epoch, &sums, &test, seconds);
         on_event(Event::EpochEnd(&m));
+        if cfg.epoch_models {
+            on_event(Event::EpochModel(&Model::new(spec.clone(), net.parameters())?));
+        }
         history.push(m);
     }
     Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?, history, stopped: false })
@@ -426,6 +444,9 @@ fn train_gpu(
         test.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?);
         let m = epoch_metrics(epoch, &sums, &test, seconds);
         on_event(Event::EpochEnd(&m));
+        if cfg.epoch_models {
+            on_event(Event::EpochModel(&parameters(&run)?));
+        }
         history.push(m);
     }
     Ok(TrainOutcome { model: parameters(&run)?, history, stopped: false })

@@ -28,7 +28,15 @@ fn gpu() -> Device {
 }
 
 fn config(epochs: usize) -> TrainConfig {
-    TrainConfig { hidden: vec![64], batch_size: 50, epochs, optimizer: Optimizer::sgd(0.05, 0.9), seed: 7, steps_per_submit: 16 }
+    TrainConfig {
+        hidden: vec![64],
+        batch_size: 50,
+        epochs,
+        optimizer: Optimizer::sgd(0.05, 0.9),
+        seed: 7,
+        steps_per_submit: 16,
+        epoch_models: false,
+    }
 }
 
 fn run(device: &Device, data: &Mnist, cfg: &TrainConfig) -> TrainOutcome {
@@ -77,9 +85,10 @@ fn gpu_learns_a_subset_and_agrees_with_the_cpu() {
 fn short_last_batches_and_events_on_the_gpu() {
     // 1,010 images in batches of 64: 15 full batches and one of 50; test 1,000 = 15 x 64 + 40.
     let data = Mnist { train: subset().train.take(1_010), test: subset().test.clone() };
-    let cfg = TrainConfig { batch_size: 64, steps_per_submit: 4, ..config(1) };
+    let cfg = TrainConfig { batch_size: 64, steps_per_submit: 4, epoch_models: true, ..config(1) };
     let mut starts = 0;
     let mut ends = Vec::new();
+    let mut models = Vec::new();
     let mut last_batch = 0;
     let out = train(&gpu(), &data, &cfg, &AtomicBool::new(false), &mut |e| match e {
         Event::EpochStart { batches, images, .. } => {
@@ -88,10 +97,12 @@ fn short_last_batches_and_events_on_the_gpu() {
         }
         Event::Progress(p) => last_batch = p.batch,
         Event::EpochEnd(m) => ends.push(*m),
+        Event::EpochModel(m) => models.push(m.clone()),
     })
     .unwrap();
     assert_eq!((starts, ends.len(), last_batch), (1, 1, 16));
     assert_eq!(out.history, ends);
+    assert_eq!(models, vec![out.model.clone()], "the model after the last epoch is the final one");
     let cpu = run(&Device::Cpu, &data, &cfg);
     let (g, c) = (&out.history[0], &cpu.history[0]);
     assert!((g.train_loss - c.train_loss).abs() <= 1e-4 * c.train_loss, "{} vs {}", g.train_loss, c.train_loss);
