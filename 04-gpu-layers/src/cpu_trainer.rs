@@ -233,6 +233,11 @@ impl CpuTrainer {
         self.tape.max_batch
     }
 
+    /// The learning rate the next step uses.
+    pub fn learning_rate(&self) -> f32 {
+        self.net.optimizer.lr()
+    }
+
     /// One training step on `x: [rows, input]` with `labels: [rows]` (forward, loss, backward,
     /// optimizer). Loss and accuracy accumulate until [`CpuTrainer::take_metrics`].
     pub fn train_step<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
@@ -286,6 +291,20 @@ impl CpuTrainer {
     pub fn gradients(&self) -> Vec<Matrix> {
         let flat: Vec<Vec<f32>> = self.net.layers.iter().map(|l| self.tape.f32(l.grads).to_vec()).collect();
         split_parameters(&self.net.spec, &flat)
+    }
+
+    /// Changes the learning rate from the next step on, keeping the optimizer state (momentum,
+    /// Adam's moments and step count). For schedules: call it between epochs.
+    pub fn set_learning_rate(&mut self, lr: f32) -> Result<(), LayersError> {
+        let opt = self.net.optimizer.with_lr(lr);
+        opt.validate()?;
+        self.net.optimizer = opt;
+        for op in &mut self.net.train {
+            if let Op::Update { opt, .. } | Op::LinearUpdate { opt, .. } = op {
+                *opt = opt.with_lr(lr);
+            }
+        }
+        Ok(())
     }
 
     /// Replaces the parameters (shapes checked) and resets the optimizer state and step count.

@@ -8,7 +8,7 @@
 //! reads, so a smaller last batch is one 16-byte write, not a reallocation.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use common::{GpuContext, GpuError};
 use cpu_matrix::Matrix;
@@ -22,7 +22,13 @@ use crate::{Activation, Fusion, LayersError, Metrics, Network, NetworkSpec, Opti
 
 /// One prepared op: everything a recording needs, made once.
 enum Step {
-    Kernel { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, groups: (u32, u32, u32) },
+    Kernel {
+        pipeline: wgpu::ComputePipeline,
+        bind_group: wgpu::BindGroup,
+        groups: (u32, u32, u32),
+        /// The optimizer uniform of an update op (its `lr` sits at byte [`LR_OFFSET`]).
+        opt_uniform: Option<wgpu::Buffer>,
+    },
     /// Stage 03's matmul; `dims` are its `(m, k, n)`, some of which follow the batch.
     Matmul { call: MatmulCall, dims: (Dim, Dim, Dim) },
 }
@@ -30,7 +36,7 @@ enum Step {
 impl Step {
     fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         match self {
-            Step::Kernel { pipeline, bind_group, groups } => {
+            Step::Kernel { pipeline, bind_group, groups, .. } => {
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, bind_group, &[]);
                 pass.dispatch_workgroups(groups.0, groups.1, groups.2);
@@ -39,6 +45,9 @@ impl Step {
         }
     }
 }
+
+/// Where `lr` sits in `OptUniform` and `UpdateUniform` (after four u32).
+const LR_OFFSET: u64 = 16;
 
 /// A prepared tape inside a [`GpuTape`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +170,16 @@ impl GpuTape {
         Ok(())
     }
 
+    /// Rewrites the learning rate of every optimizer op (from the next submit on); the
+    /// optimizer state is kept.
+    pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
+        for step in self.programs.iter().flatten() {
+            if let Step::Kernel { opt_uniform: Some(u), .. } = step {
+                ctx.queue.write_buffer(u, LR_OFFSET, bytemuck::bytes_of(&lr));
+            }
+        }
+    }
+
     /// Writes `data` at the start of f32 tensor `t` (takes effect at the next submit).
     pub fn write_f32(&self, ctx: &GpuContext, t: TensorId, data: &[f32]) -> Result<(), LayersError> {
         self.write(ctx, t, Elem::F32, bytemuck::cast_slice(data))
@@ -209,12 +228,23 @@ impl GpuTape {
             let mut all = bound.to_vec();
             all.push(uniform);
             let bind_group = m.bind_group(ctx, name, &pipeline, &all)?;
-            Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups })
+            let opt_uniform = matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate).then(|| uniform.clone());
+            Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups, opt_uniform })
         };
         let p4 = |a: usize, b: usize, c: u32, d: u32| m.uniform(ctx, name, &Params4([a as u32, b as u32, c, d]));
         let elementwise = |len: usize| ctx.workgroups_1d(len as u64, 256);
         let per_row = |rows: usize| ctx.workgroups_1d(rows as u64, 1);
         let act = |a: Activation| Activation::code(Some(a));
+        // The loss kernels keep a row of logits in workgroup memory.
+        if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } = op {
+            if out.cols > crate::MAX_CLASSES {
+                return Err(LayersError::Spec(format!(
+                    "{name}: {} classes; the loss kernels handle at most {}",
+                    out.cols,
+                    crate::MAX_CLASSES
+                )));
+            }
+        }
         match *op {
             Op::Matmul { a, b, out, product } => {
                 let gm = |v: &View| GpuMatrix { buffer: buf(v.tensor).clone(), rows: rows(v), cols: v.cols };
@@ -333,6 +363,8 @@ impl GpuTape {
 /// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
 pub struct GpuTrainer {
     net: Network,
+    /// The current learning rate (f32 bits): `set_learning_rate` changes it through `&self`.
+    lr: AtomicU32,
     tape: GpuTape,
     train: ProgramId,
     eval: ProgramId,
@@ -367,7 +399,8 @@ impl GpuTrainer {
         let train = tape.add_program(ctx, kernels, &net.train)?;
         let eval = tape.add_program(ctx, kernels, &net.eval)?;
         let predict = tape.add_program(ctx, kernels, &net.predict)?;
-        let trainer = Self { net, tape, train, eval, predict };
+        let lr = AtomicU32::new(optimizer.lr().to_bits());
+        let trainer = Self { net, lr, tape, train, eval, predict };
         trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
         Ok(trainer)
     }
@@ -417,6 +450,20 @@ impl GpuTrainer {
     /// last batch therefore goes in a submission of its own.
     pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
         self.tape.set_batch(ctx, batch)
+    }
+
+    /// Changes the learning rate from the next submission on, keeping the optimizer state
+    /// (momentum, Adam's moments and step count). For schedules: call it between epochs.
+    pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) -> Result<(), LayersError> {
+        self.net.optimizer.with_lr(lr).validate()?;
+        self.tape.set_learning_rate(ctx, lr);
+        self.lr.store(lr.to_bits(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The learning rate the next submission uses.
+    pub fn learning_rate(&self) -> f32 {
+        f32::from_bits(self.lr.load(Ordering::Relaxed))
     }
 
     /// Uploads `x: [rows, input]` and `labels: [rows]` (checked: widths, counts, label range)

@@ -71,11 +71,27 @@ impl KernelId {
 pub struct Kernels {
     pipelines: Mutex<HashMap<KernelId, wgpu::ComputePipeline>>,
     matmul: Mutex<Option<Arc<Matmul>>>,
+    bounds_checks: bool,
 }
 
 impl Kernels {
+    /// Kernels compiled WITHOUT the bounds checks naga adds to every array access: every
+    /// kernel here keeps its indices in range itself (rows below the live batch, k below the
+    /// layer width, ...), which the tests check on awkward shapes with poisoned outputs. The
+    /// checks cost real time in the hot loops (the README measures it).
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// Kernels compiled with naga's bounds checks (an out-of-range read returns 0 and an
+    /// out-of-range write is dropped), to measure what the checks cost or to debug a kernel.
+    pub fn with_bounds_checks() -> Arc<Self> {
+        Arc::new(Self { bounds_checks: true, ..Self::default() })
+    }
+
+    /// Whether these kernels were compiled with naga's bounds checks.
+    pub fn bounds_checks(&self) -> bool {
+        self.bounds_checks
     }
 
     /// The pipeline of `id`, compiled now if it is the first request.
@@ -84,7 +100,7 @@ impl Kernels {
         if let Some(p) = cache.get(&id) {
             return Ok(p.clone());
         }
-        let pipeline = build_pipeline(ctx, id.name(), &id.source())?;
+        let pipeline = build_pipeline(ctx, id.name(), &id.source(), self.bounds_checks)?;
         cache.insert(id, pipeline.clone());
         Ok(pipeline)
     }
@@ -103,12 +119,17 @@ impl Kernels {
 
 /// A compute pipeline for `main`. Workgroup memory is not zero-initialised: every kernel here
 /// writes its shared arrays before reading them, and zeroing costs time in every workgroup.
-fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str) -> Result<wgpu::ComputePipeline, GpuError> {
+fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, bounds_checks: bool) -> Result<wgpu::ComputePipeline, GpuError> {
     ctx.scoped(|| {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
+        let descriptor = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        let module = if bounds_checks {
+            ctx.device.create_shader_module(descriptor)
+        } else {
+            // SAFETY: every array index in these kernels is kept in range by the kernel itself
+            // (see each shader's guards); tests run every kernel on awkward shapes, with
+            // smaller batches than the buffers hold, and compare against the CPU.
+            unsafe { ctx.device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
             layout: None,

@@ -252,7 +252,10 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         "wall ms",
         format!("wall ms /{}", args.chunk)
     );
-    for fusion in [Fusion::Fused, Fusion::Composed] {
+    let checked = Kernels::with_bounds_checks();
+    for (fusion, kernels, label) in
+        [(Fusion::Fused, kernels, "fused"), (Fusion::Fused, &checked, "fused+chk"), (Fusion::Composed, kernels, "composed")]
+    {
         let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, fusion)?;
         // Validate before timing: one step against the CPU reference.
         let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
@@ -314,7 +317,7 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         let gpu_ms = median(&mut gpu_s) * 1e3;
         println!(
             "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
-            format!("{fusion:?}").to_lowercase(),
+            label,
             gpu.dispatches_per_step(),
             gpu_ms,
             gpu_ms * 1e3 / steps as f64,
@@ -328,7 +331,8 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         }
     }
     println!(
-        "   (GPU ms/pass: timestamps around the one pass; record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
+        "   (fused+chk: the fused kernels with naga's bounds checks; GPU ms/pass: timestamps around the one pass;\n    \
+         record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
          wall ms /{}: the same steps submitted {} at a time, so recording overlaps the GPU)",
         args.chunk, args.chunk
     );

@@ -166,6 +166,21 @@ impl Optimizer {
         Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8 }
     }
 
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match *self {
+            Optimizer::Sgd { lr, .. } | Optimizer::Adam { lr, .. } => lr,
+        }
+    }
+
+    /// The same optimizer with another learning rate.
+    pub fn with_lr(self, lr: f32) -> Self {
+        match self {
+            Optimizer::Sgd { momentum, .. } => Optimizer::Sgd { lr, momentum },
+            Optimizer::Adam { beta1, beta2, eps, .. } => Optimizer::Adam { lr, beta1, beta2, eps },
+        }
+    }
+
     /// State values kept per parameter: 1 (SGD's velocity) or 2 (Adam's m and v).
     pub fn state_per_parameter(&self) -> usize {
         match self {

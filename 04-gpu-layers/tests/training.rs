@@ -114,6 +114,29 @@ fn many_steps_in_one_submission_count_adam_steps_on_the_gpu() {
 }
 
 #[test]
+fn learning_rate_changes_keep_the_optimizer_state() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(6, &[8], 3).unwrap();
+    for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-2)] {
+        let g = gpu(&spec, opt, 10, Fusion::Fused);
+        let mut c = CpuTrainer::new(&spec, opt, 10, 7).unwrap();
+        let (x, labels) = batch(10, 6, 3, 2);
+        g.write_batch(ctx, &x, &labels).unwrap();
+        for lr in [opt.lr(), opt.lr() * 0.5, opt.lr() * 0.1] {
+            g.set_learning_rate(ctx, lr).unwrap();
+            c.set_learning_rate(lr).unwrap();
+            assert_eq!((g.learning_rate(), c.learning_rate()), (lr, lr));
+            g.train_steps(ctx, 3).unwrap();
+            for _ in 0..3 {
+                c.train_step(&x, &labels).unwrap();
+            }
+            assert_params_close(ctx, &g, &c, &format!("{} after lr {lr}", opt.describe()));
+        }
+        assert!(g.set_learning_rate(ctx, -1.0).is_err() && c.set_learning_rate(f32::NAN).is_err());
+    }
+}
+
+#[test]
 fn steady_state_training_allocates_no_buffers() {
     let ctx = test_context();
     let spec = NetworkSpec::new(20, &[16], 4).unwrap();
@@ -292,4 +315,23 @@ fn training_lowers_the_loss_on_the_gpu() {
     let last = g.take_metrics(ctx).unwrap();
     assert!(last.mean_loss() < 0.1 * first, "XOR loss {first} -> {}", last.mean_loss());
     assert_eq!(last.correct, 4);
+}
+
+#[test]
+fn kernels_with_bounds_checks_compute_the_same() {
+    let ctx = test_context();
+    let spec = NetworkSpec::new(13, &[17, 9], 5).unwrap();
+    let opt = Optimizer::adam(1e-3);
+    let checked = Kernels::with_bounds_checks();
+    assert!(checked.bounds_checks() && !kernels().bounds_checks());
+    let a = GpuTrainer::with_options(ctx, &checked, &spec, opt, 17, 7, Fusion::Fused).unwrap();
+    let b = gpu(&spec, opt, 17, Fusion::Fused);
+    let (x, labels) = batch(11, 13, 5, 3);
+    for t in [&a, &b] {
+        t.write_batch(ctx, &x, &labels).unwrap();
+        t.train_steps(ctx, 2).unwrap();
+    }
+    for (p, q) in a.parameters(ctx).unwrap().iter().zip(b.parameters(ctx).unwrap()) {
+        common::assert_same(&p.data, &q.data);
+    }
 }
