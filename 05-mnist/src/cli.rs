@@ -48,6 +48,8 @@ pub enum Command {
     Eval(EvalArgs),
     /// Classify PNG or JPEG images of digits with a saved model.
     Predict(PredictArgs),
+    /// A web page to train, watch the loss and accuracy live, and draw digits to classify.
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -209,6 +211,7 @@ pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<()> {
         Some(Command::Train(a)) => run_train(&a),
         Some(Command::Eval(a)) => run_eval(&a),
         Some(Command::Predict(a)) => run_predict(&a),
+        Some(Command::Serve(a)) => crate::serve::run(&a),
     }
 }
 

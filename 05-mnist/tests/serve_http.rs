@@ -182,7 +182,7 @@ async fn a_short_cpu_run_streams_its_epochs_and_makes_a_model_that_reads_digits(
 
     // An empty drawing is refused, with a model too.
     let blank = json!({ "width": 50, "height": 50, "pixels": vec![0; 2500] });
-    refused(post(&app, "/api/predict", blank).await, StatusCode::UNPROCESSABLE_ENTITY, "empty");
+    refused(post(&app, "/api/predict", blank).await, StatusCode::UNPROCESSABLE_ENTITY, "blank");
 
     // The slot is free again.
     let (status, again) = post(&app, "/api/train", json!({ "device": "cpu", "limit_train": 64, "epochs": 1 })).await;
@@ -210,7 +210,7 @@ async fn stop_takes_effect_after_the_current_batch_and_keeps_the_model() {
     assert!(done["message"].as_str().unwrap().starts_with("Stopped after 0 of 100 epochs"));
     // What it learned so far is the model now.
     let model = named(&seen, "model");
-    assert!(model[0]["description"].as_str().unwrap().contains("stopped in epoch 1"), "{seen:?}");
+    assert!(model[0]["description"].as_str().unwrap().contains("stopped during epoch 1"), "{seen:?}");
     let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
     assert_eq!(status, StatusCode::OK, "{p}");
     refused(post(&app, "/api/stop", json!({})).await, StatusCode::CONFLICT, "no training run");

@@ -85,6 +85,7 @@ function setTraining(on) {
   for (const el of $("train-form").elements) {
     if (el.tagName !== "BUTTON") el.disabled = on;
   }
+  if (!on) $("momentum").disabled = $("optimizer").value === "adam";
 }
 
 $("train-form").addEventListener("submit", async (ev) => {
@@ -98,6 +99,15 @@ $("train-form").addEventListener("submit", async (ev) => {
     showMessage("Could not start training: " + e.message);
     $("start").disabled = state.training;
   }
+});
+
+// The usual learning rates differ by optimizer (as in `mnist train`): switch along while the
+// field still holds the other optimizer's default.
+const DEFAULT_LR = { sgd: "0.05", adam: "0.001" };
+$("optimizer").addEventListener("change", () => {
+  const other = $("optimizer").value === "adam" ? "sgd" : "adam";
+  if ($("lr").value === DEFAULT_LR[other]) $("lr").value = DEFAULT_LR[$("optimizer").value];
+  $("momentum").disabled = $("optimizer").value === "adam";
 });
 
 $("stop").addEventListener("click", async () => {

@@ -62,11 +62,11 @@ impl Default for TrainRequest {
     fn default() -> Self {
         Self {
             hidden: vec![128],
-            lr: 0.1,
+            lr: 0.05,
             batch_size: 64,
             epochs: 5,
             optimizer: OptimizerChoice::Sgd,
-            momentum: 0.0,
+            momentum: 0.9,
             device: DeviceChoice::Auto,
             limit_train: None,
             seed: 42,

@@ -10,8 +10,8 @@
 //! - `routes.rs`: the HTTP API on [axum](https://docs.rs/axum), and the server-sent event stream;
 //! - `state.rs`: the shared state (data, current model, the run in flight) behind one mutex;
 //! - `run.rs`: a training run on its own thread, reporting events; stop after the current batch;
-//! - `model.rs` + `preprocess.rs`: a drawing becomes an MNIST-like 28x28 image and ten
-//!   probabilities;
+//! - `model.rs`: the model of the latest epoch (or `--model`) on the CPU: a drawing becomes an
+//!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten probabilities;
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
 //! - `assets.rs`: the page (`web/`), compiled into the binary.
 //!
@@ -22,58 +22,72 @@ mod assets;
 mod error;
 mod events;
 mod model;
-mod preprocess;
 mod routes;
 mod run;
 mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use api::{DeviceChoice, OptimizerChoice, PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
 pub use error::ApiError;
 pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;
-pub use preprocess::to_mnist;
 pub use routes::router;
 pub use state::AppState;
 
+use crate::cli::{DataArgs, load_data};
 use crate::data::Mnist;
 use crate::error::{MnistError, Result};
 
-/// The command line's `serve` options.
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// The address to listen on; 127.0.0.1 keeps the page on this machine.
+/// `mnist serve`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
+    #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    /// 0 picks a free port (the URL is printed).
+    /// The port (0 picks a free one; the URL is printed).
+    #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// A safetensors model to predict with from the start.
+    /// A model saved by `mnist train --save` to classify drawings with from the start.
+    #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
+}
+
+/// `mnist serve`: loads the data (downloading it if needed) and the model, then serves.
+pub fn run(args: &ServeArgs) -> Result<()> {
+    // Check the model before the data: a typo in --model should not wait for MNIST to load.
+    let model = args.model.as_deref().map(ServeModel::load).transpose()?;
+    if let Some(m) = &model {
+        eprintln!("model: {}", m.info().description);
+    }
+    let data = load_data(&args.data, None)?;
+    serve(&args.host, args.port, Arc::new(data), model)
 }
 
 /// Runs the server on `data` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event
 /// streams end, a run in flight stops after its current batch, and the call returns.
 ///
 /// Prints `listening on http://HOST:PORT/` on stdout once the port is open.
-pub fn serve(opts: &ServeOptions, data: Mnist, model: Option<ServeModel>) -> Result<()> {
-    let state = AppState::new(std::sync::Arc::new(data), model);
+pub fn serve(host: &str, port: u16, data: Arc<Mnist>, model: Option<ServeModel>) -> Result<()> {
+    let state = AppState::new(data, model);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| MnistError::io("the async runtime", e))?;
-    let where_ = format!("--host {} --port {}", opts.host, opts.port);
+    let where_ = format!("--host {host} --port {port}");
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind((opts.host.as_str(), opts.port))
-            .await
-            .map_err(|e| MnistError::io(&where_, e))?;
+        let listener = tokio::net::TcpListener::bind((host, port)).await.map_err(|e| MnistError::io(&where_, e))?;
         let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io(&where_, e))?;
         println!("listening on http://{addr}/  (Ctrl-C stops the server)");
         let signal_state = state.clone();
         axum::serve(listener, router(state.clone()))
             .with_graceful_shutdown(async move {
                 shutdown_signal().await;
-                eprintln!("shutting down: stopping the training run (if any) after its current batch");
+                eprintln!("shutting down: a training run in flight stops after its current batch");
                 signal_state.shutdown();
             })
             .await

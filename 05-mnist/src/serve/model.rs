@@ -2,79 +2,65 @@
 //! epoch (or loaded with `--model`), run on the CPU.
 //!
 //! Predicting one drawing is a 784x128 product, microseconds on a CPU: no reason to queue it
-//! behind a training run on the GPU. So the snapshot is a [`CpuTrainer`] of its own, used only
-//! for `predict_probs` (forward + softmax), behind a mutex because that reuses its buffers.
+//! behind a training run on the GPU. So each snapshot gets a CPU [`Classifier`] of its own,
+//! behind a mutex because a forward pass reuses its buffers.
 
+use std::path::Path;
 use std::sync::Mutex;
-
-use cpu_matrix::Matrix;
-use gpu_layers::{CpuTrainer, NetworkSpec, Optimizer};
 
 use super::api::{PredictRequest, PredictResponse};
 use super::error::ApiError;
 use super::events::ModelInfo;
-use crate::data::{CLASSES, PIXELS, normalize_into};
-
-/// Rows per forward pass when classifying many images at once.
-const MAX_ROWS: usize = 256;
+use crate::data::CLASSES;
+use crate::error::Result;
+use crate::model_io::{Classifier, Model, argmax, load_model};
+use crate::preprocess::to_mnist;
 
 pub struct ServeModel {
-    spec: NetworkSpec,
-    /// Where it came from, for the page: "loaded from model.safetensors", "run 2, epoch 3".
+    model: Model,
+    /// Where it came from, for the page: "loaded from model.safetensors", "run 2, after epoch 3".
     origin: String,
-    net: Mutex<CpuTrainer>,
+    classifier: Mutex<Classifier>,
 }
 
 impl ServeModel {
-    /// A model from `params` (`[W1, b1, ...]`, `W: [in, out]`, `b: [1, out]`) shaped for `spec`.
-    pub fn new(spec: &NetworkSpec, params: &[Matrix], origin: impl Into<String>) -> Result<Self, String> {
-        // The optimizer is never used: this trainer only predicts.
-        let mut net = CpuTrainer::new(spec, Optimizer::sgd(0.1, 0.0), MAX_ROWS, 0).map_err(|e| e.to_string())?;
-        net.load_parameters(params).map_err(|e| e.to_string())?;
-        Ok(Self { spec: spec.clone(), origin: origin.into(), net: Mutex::new(net) })
+    pub fn new(model: Model, origin: impl Into<String>) -> Result<Self> {
+        let classifier = Mutex::new(model.classifier()?);
+        Ok(Self { model, origin: origin.into(), classifier })
     }
 
-    pub fn spec(&self) -> &NetworkSpec {
-        &self.spec
+    /// A model saved by `mnist train --save` (checked like `mnist eval` checks it).
+    pub fn load(path: &Path) -> Result<Self> {
+        let model = load_model(path)?;
+        Self::new(model, format!("loaded from {}", path.display()))
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     pub fn info(&self) -> ModelInfo {
-        ModelInfo { description: format!("{}, {}", self.spec.describe(), self.origin), hidden: self.spec.hidden.clone() }
+        ModelInfo {
+            description: format!("{}, {}", self.model.spec.describe(), self.origin),
+            hidden: self.model.spec.hidden.clone(),
+        }
     }
 
     /// Probabilities `[n, 10]` (row-major) for `pixels: [n, 784]` grey bytes, 0 = background.
-    pub fn probabilities(&self, pixels: &[u8]) -> Result<Vec<f32>, String> {
-        if pixels.is_empty() || pixels.len() % PIXELS != 0 {
-            return Err(format!("{} bytes is not a whole number of 28x28 images", pixels.len()));
-        }
-        let rows = pixels.len() / PIXELS;
-        let mut x = vec![0f32; pixels.len()];
-        normalize_into(pixels, &mut x);
-        let x = Matrix::new(rows, PIXELS, x).map_err(|e| e.to_string())?;
-        let mut net = self.net.lock().unwrap_or_else(|p| p.into_inner());
-        let probs = net.predict_probs(&x).map_err(|e| e.to_string())?;
-        if probs.cols != CLASSES {
-            return Err(format!("the model has {} outputs, MNIST has {CLASSES} classes", probs.cols));
-        }
-        Ok(probs.data)
+    pub fn probabilities(&self, pixels: &[u8]) -> Result<Vec<f32>> {
+        self.classifier.lock().unwrap_or_else(|p| p.into_inner()).probabilities(pixels)
     }
 
     /// The most probable digit of each of `pixels: [n, 784]`.
-    pub fn classify(&self, pixels: &[u8]) -> Result<Vec<u8>, String> {
-        let probs = self.probabilities(pixels)?;
-        Ok(probs.chunks(CLASSES).map(|p| argmax(p) as u8).collect())
+    pub fn classify(&self, pixels: &[u8]) -> Result<Vec<u8>> {
+        Ok(self.probabilities(pixels)?.chunks(CLASSES).map(argmax).collect())
     }
 
-    /// A drawing of any size: preprocessed like MNIST, then classified.
+    /// A drawing of any size: preprocessed like MNIST (`preprocess::to_mnist`), then classified.
     pub fn predict_drawing(&self, req: &PredictRequest) -> Result<PredictResponse, ApiError> {
-        let input = super::preprocess::to_mnist(&req.pixels, req.width, req.height).map_err(ApiError::invalid)?;
-        let probabilities = self.probabilities(&input).map_err(ApiError::internal)?;
-        let digit = argmax(&probabilities);
+        let input = to_mnist(&req.pixels, req.width, req.height).map_err(ApiError::invalid)?;
+        let probabilities = self.probabilities(&input).map_err(|e| ApiError::internal(e.to_string()))?;
+        let digit = argmax(&probabilities) as usize;
         Ok(PredictResponse { probabilities, digit, input })
     }
-}
-
-/// Index of the largest value (the first one on ties).
-fn argmax(v: &[f32]) -> usize {
-    v.iter().enumerate().fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
 }

@@ -158,7 +158,7 @@ impl AppState {
         });
     }
 
-    fn predict_samples(&self, model: &ServeModel) -> Result<Vec<u8>, String> {
+    fn predict_samples(&self, model: &ServeModel) -> crate::Result<Vec<u8>> {
         let test = &self.inner.data.test;
         let mut pixels = Vec::with_capacity(self.inner.sample_indices.len() * PIXELS);
         for &i in &self.inner.sample_indices {
