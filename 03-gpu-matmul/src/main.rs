@@ -10,8 +10,11 @@
 //! Kernel 0 is the CPU (stage 02's best matmul). For each size the runner computes an f64 CPU
 //! reference (the whole product when it is cheap, otherwise a sample of rows, and it says
 //! which), checks each kernel's result against it with the kernel's tolerance, and only then
-//! times it: "kernel" is the median of GPU timestamps around the dispatch after warm-up,
-//! "end to end" the wall-clock median of upload A and B + kernel + download C.
+//! times it: "kernel" is the median over passes of back-to-back dispatches, timed by GPU
+//! timestamps after a warm-up (a GPU raises its clocks under load), divided by the dispatches
+//! per pass; "end to end" is the wall-clock median of upload A and B + kernel + download C.
+//! Then it times the small products stage 04 runs, and kernels 03-05 compiled with and
+//! without naga's runtime checks.
 
 use std::process::ExitCode;
 use std::time::Instant;
