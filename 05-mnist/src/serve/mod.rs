@@ -57,31 +57,32 @@ pub struct ServeArgs {
     pub data: DataArgs,
 }
 
-/// `mnist serve`: loads the data (downloading it if needed) and the model, then serves.
+/// `mnist serve`: checks the model, takes the port, loads the data (downloading it if needed),
+/// then serves. The cheap checks come first: a typo in `--model` or a port in use should not wait
+/// for MNIST to load.
 pub fn run(args: &ServeArgs) -> Result<()> {
-    // Check the model before the data: a typo in --model should not wait for MNIST to load.
     let model = args.model.as_deref().map(ServeModel::load).transpose()?;
     if let Some(m) = &model {
         eprintln!("model: {}", m.info().description);
     }
+    let listener = std::net::TcpListener::bind((args.host.as_str(), args.port))
+        .map_err(|e| MnistError::io(format!("--host {} --port {}", args.host, args.port), e))?;
     let data = load_data(&args.data, None)?;
-    serve(&args.host, args.port, Arc::new(data), model)
+    serve(listener, Arc::new(data), model)
 }
 
-/// Runs the server on `data` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event
-/// streams end, a run in flight stops after its current batch, and the call returns.
+/// Serves on `listener` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event streams
+/// end, a run in flight stops after its current batch (or GPU submission), and the call returns.
 ///
-/// Prints `listening on http://HOST:PORT/` on stdout once the port is open.
-pub fn serve(host: &str, port: u16, data: Arc<Mnist>, model: Option<ServeModel>) -> Result<()> {
+/// Prints `listening on http://HOST:PORT/` on stdout when it is ready for the browser.
+pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<ServeModel>) -> Result<()> {
+    let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io("the server socket", e))?;
+    let io = |e| MnistError::io(format!("the server on {addr}"), e);
+    listener.set_nonblocking(true).map_err(io)?;
     let state = AppState::new(data, model);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| MnistError::io("the async runtime", e))?;
-    let where_ = format!("--host {host} --port {port}");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io)?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind((host, port)).await.map_err(|e| MnistError::io(&where_, e))?;
-        let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io(&where_, e))?;
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;
         println!("listening on http://{addr}/  (Ctrl-C stops the server)");
         let signal_state = state.clone();
         axum::serve(listener, router(state.clone()))
@@ -91,7 +92,7 @@ pub fn serve(host: &str, port: u16, data: Arc<Mnist>, model: Option<ServeModel>)
                 signal_state.shutdown();
             })
             .await
-            .map_err(|e| MnistError::io(&where_, e))
+            .map_err(io)
     })?;
     state.wait_for_run();
     Ok(())
