@@ -76,7 +76,6 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), AnyError> {
     let ctx = GpuContext::new()?;
     ctx.print_banner();
-    println!("adapter: {}", ctx.adapter_line());
     let kernels = Kernels::new();
     if !args.bench_only {
         xor(&ctx, &kernels, args.xor_steps as usize)?;
