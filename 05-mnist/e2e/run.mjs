@@ -3,14 +3,15 @@
 //   1. starts the server binary on a free port and reads the URL it prints;
 //   2. opens the page, starts a short training run on a subset on the CPU;
 //   3. waits for the loss chart to show an epoch;
-//   4. draws a "7" on the canvas with the mouse (pointer events) and checks that ten
+//   4. draws a 7 on the canvas with the mouse (pointer events) and checks that ten
 //      probabilities appear and add up to 100%;
 //   5. waits for the run to finish, saves a screenshot, and
 //   6. stops the server with Ctrl-C (SIGINT) while the page is still connected, and checks that
 //      it exits cleanly.
 //
 // Usage: node run.mjs PATH/TO/mnist [SCREENSHOT.png]
-// Environment: CHROMIUM (default /usr/bin/chromium), MNIST_DIR (passed on to the server).
+// Environment: CHROMIUM (default /usr/bin/chromium), MNIST_DIR (passed on to the server);
+// E2E_LIMIT_TRAIN, E2E_EPOCHS, E2E_HIDDEN, E2E_DIGIT change the run (for the README screenshot).
 // `cargo test -p mnist --test serve_e2e` runs this with the freshly built binary.
 
 import { spawn } from "node:child_process";
@@ -101,12 +102,12 @@ try {
 
   // A short run on the CPU (fast here, no GPU needed): 3,000 training images, 3 epochs, the
   // page's defaults otherwise (those of `mnist train`: SGD lr 0.05, momentum 0.9, batch 64).
-  // E2E_LIMIT_TRAIN, E2E_EPOCHS and E2E_HIDDEN change the run (e.g. for the README screenshot).
+  // E2E_LIMIT_TRAIN (empty: all), E2E_EPOCHS and E2E_HIDDEN change the run (the README screenshot).
   const EPOCHS = process.env.E2E_EPOCHS || "3";
   await page.fill("#hidden", process.env.E2E_HIDDEN || "128");
   await page.fill("#epochs", EPOCHS);
   await page.selectOption("#device", "cpu");
-  await page.fill("#limit_train", process.env.E2E_LIMIT_TRAIN || "3000");
+  await page.fill("#limit_train", process.env.E2E_LIMIT_TRAIN ?? "3000");
   await page.click("#start");
   log("training started");
 
@@ -118,7 +119,15 @@ try {
   const adapter = await page.locator("#adapter").innerText();
   if (!adapter.startsWith("CPU")) fail(`the page should name the CPU as the device, shows ${adapter}`);
 
-  // 4. Draw a 7 with the mouse (Chromium turns mouse input into pointer events).
+  // 4. Draw a digit with the mouse (Chromium turns mouse input into pointer events): a 7, or
+  //    E2E_DIGIT's strokes (on the 280x280 pad).
+  const SHAPES = {
+    7: [[[70, 60], [210, 60], [150, 150], [115, 240]]],
+    4: [[[165, 40], [75, 175], [215, 175]], [[170, 95], [165, 250]]],
+    2: [[[80, 95], [110, 55], [170, 50], [205, 90], [190, 135], [80, 235], [215, 235]]],
+  };
+  const shape = SHAPES[process.env.E2E_DIGIT || "7"];
+  if (!shape) fail(`E2E_DIGIT must be one of ${Object.keys(SHAPES)}`);
   const box = await page.locator("#pad").boundingBox();
   const at = (x, y) => [box.x + (x / 280) * box.width, box.y + (y / 280) * box.height];
   const stroke = async (points) => {
@@ -127,7 +136,7 @@ try {
     for (const p of points.slice(1)) await page.mouse.move(...at(...p), { steps: 8 });
     await page.mouse.up();
   };
-  await stroke([[70, 60], [210, 60], [150, 150], [115, 240]]);
+  for (const points of shape) await stroke(points);
   await page.waitForSelector('#probs[data-ready="true"]', { timeout: 30_000 });
   const readProbs = async () => (await page.locator("#probs .pct").allInnerTexts()).map((t) => parseFloat(t));
   let probs = await readProbs();

@@ -112,6 +112,9 @@ async fn bad_drawings_are_refused_with_a_message() {
     for (body, needle) in bad {
         refused(post(&app, "/api/predict", body).await, StatusCode::UNPROCESSABLE_ENTITY, needle);
     }
+    // A body over the limit (5 MiB) is refused before it is parsed.
+    let huge = format!("{{\"width\": 8, \"height\": 8, \"pixels\": [{}0]}}", "0,".repeat(3 << 20));
+    refused(post_raw(&app, "/api/predict", j, huge).await, StatusCode::PAYLOAD_TOO_LARGE, "limit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
