@@ -20,7 +20,7 @@ use crate::error::{MnistError, Result};
 use crate::metrics::{Confusion, thousands, write_metrics};
 use crate::model_io::{argmax, load_model, save_model};
 use crate::preview::{PreviewItem, digit_lines, per_row_for, render_grid};
-use crate::train::{Device, DeviceChoice, Event, TrainConfig, select_device, train};
+use crate::train::{Device, DeviceChoice, Event, Schedule, TrainConfig, select_device, train};
 use crate::{download, plot, preprocess};
 
 #[derive(Debug, Parser)]
@@ -29,7 +29,7 @@ use crate::{download, plot, preprocess};
     version,
     about = "Train an MNIST digit classifier on the GPU (hand-written WGSL kernels) or the CPU.",
     long_about = "Train an MNIST digit classifier on the GPU (hand-written WGSL kernels) or the CPU.\n\n\
-                  `mnist` alone trains with the defaults (784-128-10, SGD with momentum, 10 epochs).",
+                  `mnist` alone trains with the defaults (784-128-10, Adam, cosine schedule, 10 epochs).",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -82,14 +82,17 @@ pub struct TrainArgs {
     /// Passes over the training set.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
-    /// Learning rate [default: 0.05 for sgd, 0.001 for adam].
+    /// Learning rate [default: 0.001 for adam, 0.05 for sgd].
     #[arg(long, value_name = "LR", value_parser = positive_f32, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// SGD momentum, in [0, 1).
     #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = momentum, allow_negative_numbers = true)]
     pub momentum: f32,
-    #[arg(long, value_enum, default_value_t = OptimizerName::Sgd)]
+    #[arg(long, value_enum, default_value_t = OptimizerName::Adam)]
     pub optimizer: OptimizerName,
+    /// Learning-rate schedule over the epochs.
+    #[arg(long, value_enum, default_value_t = Schedule::Cosine)]
+    pub schedule: Schedule,
     /// Seeds the initial weights and the shuffling.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -195,6 +198,7 @@ impl TrainArgs {
             batch_size: self.batch_size,
             epochs: self.epochs,
             optimizer,
+            schedule: self.schedule,
             seed: self.seed,
             steps_per_submit: self.steps_per_submit,
             epoch_models: false,
@@ -267,10 +271,11 @@ fn run_train(args: &TrainArgs) -> Result<()> {
         }
     }
     println!(
-        "model {} ({} parameters), {}, batch {}, {} epochs, seed {}",
+        "model {} ({} parameters), {}, {:?} schedule, batch {}, {} epochs, seed {}",
         spec.describe(),
         thousands(spec.parameter_count() as u64),
         cfg.optimizer.describe(),
+        cfg.schedule,
         cfg.batch_size,
         cfg.epochs,
         cfg.seed
@@ -288,10 +293,10 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     let stop = AtomicBool::new(false);
     let epochs = cfg.epochs;
     let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
-        Event::EpochStart { epoch, batches, .. } => {
+        Event::EpochStart { epoch, batches, lr, .. } => {
             bar.reset();
             bar.set_length(batches as u64);
-            bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+            bar.set_prefix(format!("epoch {epoch}/{epochs} lr {lr:.4}"));
             bar.set_message("");
         }
         Event::Progress(p) => {
@@ -431,8 +436,8 @@ mod tests {
         let cli = Cli::try_parse_from(["mnist"]).unwrap();
         assert!(cli.command.is_none());
         assert_eq!(cli.train.config(), TrainConfig::default());
-        let cli = Cli::try_parse_from(["mnist", "--optimizer", "adam", "--epochs", "3"]).unwrap();
-        assert_eq!(cli.train.config().optimizer, Optimizer::adam(0.001));
+        let cli = Cli::try_parse_from(["mnist", "--optimizer", "sgd", "--epochs", "3"]).unwrap();
+        assert_eq!(cli.train.config().optimizer, Optimizer::sgd(0.05, 0.9));
         let cli = Cli::try_parse_from(["mnist", "predict", "--model", "m.safetensors", "a.png", "b.jpg"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Predict(ref p)) if p.images.len() == 2));
         for bad in [

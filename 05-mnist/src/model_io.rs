@@ -169,7 +169,7 @@ impl Classifier {
 
     /// `images: [n, 784]` u8 -> probabilities `[n, 10]` row-major.
     pub fn probabilities(&mut self, images: &[u8]) -> Result<Vec<f32>> {
-        if images.len() % PIXELS != 0 {
+        if !images.len().is_multiple_of(PIXELS) {
             return Err(MnistError::InvalidArgument(format!("{} bytes is not a whole number of 28x28 images", images.len())));
         }
         let mut out = Vec::with_capacity(images.len() / PIXELS * CLASSES);

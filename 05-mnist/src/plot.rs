@@ -43,6 +43,9 @@ pub fn plot_history(path: &Path, history: &[EpochMetrics]) -> Result<()> {
     result.map_err(|e| MnistError::Plot(format!("{}: {e}", path.display())))
 }
 
+/// One curve: its legend, the value it plots, its colour.
+type Series = (&'static str, fn(&EpochMetrics) -> f64, RGBColor);
+
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, history: &[EpochMetrics]) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (left, right) = root.split_horizontally(550);
@@ -51,14 +54,12 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, history: &[EpochMetri
     let pick = |f: fn(&EpochMetrics) -> f64| history.iter().map(move |m| (m.epoch as f64, f(m)));
 
     let max_loss = history.iter().flat_map(|m| [m.train_loss, m.test_loss]).filter(|v| v.is_finite()).fold(0.0, f64::max);
-    let loss_series: [(&str, fn(&EpochMetrics) -> f64, RGBColor); 2] =
-        [("train", |m| m.train_loss, BLUE), ("test", |m| m.test_loss, RED)];
+    let loss_series: [Series; 2] = [("train", |m| m.train_loss, BLUE), ("test", |m| m.test_loss, RED)];
     panel(&left, "loss (cross-entropy)", x_range.clone(), 0.0..(max_loss * 1.1).max(1e-3), &loss_series, &pick)?;
 
     let min_acc = history.iter().flat_map(|m| [m.train_acc, m.test_acc]).fold(1.0, f64::min) * 100.0;
     let lo = (min_acc - 1.0).floor().clamp(0.0, 99.0);
-    let acc_series: [(&str, fn(&EpochMetrics) -> f64, RGBColor); 2] =
-        [("train", |m| 100.0 * m.train_acc, BLUE), ("test", |m| 100.0 * m.test_acc, RED)];
+    let acc_series: [Series; 2] = [("train", |m| 100.0 * m.train_acc, BLUE), ("test", |m| 100.0 * m.test_acc, RED)];
     panel(&right, "accuracy (%)", x_range, lo..100.0, &acc_series, &pick)
 }
 
@@ -67,7 +68,7 @@ fn panel<'a, DB: DrawingBackend, I: Iterator<Item = (f64, f64)> + 'a>(
     title: &str,
     x: std::ops::Range<f64>,
     y: std::ops::Range<f64>,
-    series: &[(&str, fn(&EpochMetrics) -> f64, RGBColor)],
+    series: &[Series],
     pick: &impl Fn(fn(&EpochMetrics) -> f64) -> I,
 ) -> Result<(), String> {
     let mut chart = ChartBuilder::on(area)

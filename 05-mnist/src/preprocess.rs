@@ -221,7 +221,7 @@ mod tests {
     fn grey_paper_is_stretched_to_black() {
         let img: Vec<u8> = bar(40, 40, 15, 5, 8, 30).iter().map(|&v| if v == 255 { 200 } else { 60 }).collect();
         let out = to_mnist(&img, 40, 40).unwrap();
-        assert_eq!(out.iter().filter(|&&v| v == 255).count() > 50, true);
+        assert!(out.iter().filter(|&&v| v == 255).count() > 50);
         assert_eq!(out[0], 0);
     }
 

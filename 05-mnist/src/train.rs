@@ -47,6 +47,29 @@ pub enum DeviceChoice {
     Cpu,
 }
 
+/// How the learning rate changes from epoch to epoch (set between epochs, never between steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Schedule {
+    /// The same learning rate for every epoch.
+    Constant,
+    /// Cosine decay per epoch: epoch e of E (1-based) uses `lr * (1 + cos(pi * (e - 1) / E)) / 2`,
+    /// from the full rate down to a few percent of it in the last epoch.
+    Cosine,
+}
+
+impl Schedule {
+    /// The learning rate of epoch `epoch` (1-based) of `epochs`, starting from `lr`.
+    pub fn lr(self, lr: f32, epoch: usize, epochs: usize) -> f32 {
+        match self {
+            Schedule::Constant => lr,
+            Schedule::Cosine => {
+                let t = (epoch - 1) as f64 / epochs as f64;
+                (lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32
+            }
+        }
+    }
+}
+
 /// The processor a run uses.
 #[derive(Clone)]
 pub enum Device {
@@ -102,7 +125,9 @@ pub struct TrainConfig {
     pub hidden: Vec<usize>,
     pub batch_size: usize,
     pub epochs: usize,
+    /// The optimizer and its starting learning rate.
     pub optimizer: Optimizer,
+    pub schedule: Schedule,
     /// Seeds the initial parameters and the shuffle of every epoch.
     pub seed: u64,
     /// GPU only: training steps recorded into one submission.
@@ -114,13 +139,15 @@ pub struct TrainConfig {
 }
 
 impl Default for TrainConfig {
-    /// The defaults of `mnist train`: 784-128-10, batch 64, 10 epochs, SGD lr 0.05 momentum 0.9.
+    /// The defaults of `mnist train`: 784-128-10, batch 64, 10 epochs, Adam lr 0.001 with a
+    /// cosine schedule (98.11% to 98.22% test accuracy over four seeds on the CPU; see README).
     fn default() -> Self {
         Self {
             hidden: vec![128],
             batch_size: 64,
             epochs: 10,
-            optimizer: Optimizer::sgd(0.05, 0.9),
+            optimizer: Optimizer::adam(0.001),
+            schedule: Schedule::Cosine,
             seed: 42,
             steps_per_submit: 100,
             epoch_models: false,
@@ -153,7 +180,7 @@ impl TrainConfig {
         NetworkSpec::new(PIXELS, &self.hidden, CLASSES).map_err(|e| MnistError::InvalidArgument(e.to_string()))
     }
 
-    /// The learning rate (for messages).
+    /// The starting learning rate.
     pub fn lr(&self) -> f32 {
         match self.optimizer {
             Optimizer::Sgd { lr, .. } | Optimizer::Adam { lr, .. } => lr,
@@ -164,8 +191,8 @@ impl TrainConfig {
 /// What a run reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event<'a> {
-    /// An epoch (1-based) begins: `batches` steps over `images` images.
-    EpochStart { epoch: usize, epochs: usize, batches: usize, images: usize },
+    /// An epoch (1-based) begins: `batches` steps over `images` images at learning rate `lr`.
+    EpochStart { epoch: usize, epochs: usize, batches: usize, images: usize, lr: f32 },
     Progress(Progress),
     /// An epoch ended and was evaluated on the test set.
     EpochEnd(&'a EpochMetrics),
@@ -256,6 +283,7 @@ pub fn train(
 fn checked(taken: Result<Metrics, LayersError>, epoch: usize, batch: usize, cfg: &TrainConfig) -> Result<Metrics> {
     match taken {
         Ok(m) if m.loss_sum.is_finite() => Ok(m),
+        // Name the starting rate: that is what the user passes with --lr.
         Ok(_) | Err(LayersError::NonFinite { .. }) => Err(MnistError::NonFiniteLoss { epoch, batch, lr: cfg.lr() }),
         Err(e) => Err(layers(e)),
     }
@@ -286,7 +314,9 @@ fn train_cpu(
     let batches = n.div_ceil(batch);
     let mut history = Vec::new();
     for epoch in 1..=cfg.epochs {
-        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n });
+        let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
+        net.set_learning_rate(lr).map_err(layers)?;
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
         let order = shuffled_order(n, cfg.seed, epoch);
         let start = Instant::now();
         let mut last_report = start;
@@ -418,7 +448,10 @@ fn train_gpu(
     let parameters = |run: &GpuRun| -> Result<Model> { Model::new(spec.clone(), run.trainer.parameters(ctx).map_err(layers)?) };
 
     for epoch in 1..=cfg.epochs {
-        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n });
+        let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
+        run.trainer.set_learning_rate(ctx, lr).map_err(layers)?;
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
+        // The order and the rate are queue writes: they land before the epoch's first submit.
         run.train.set_order(ctx, &shuffled_order(n, cfg.seed, epoch))?;
         let start = Instant::now();
         let mut last_read = start;
@@ -472,6 +505,16 @@ mod tests {
         assert_eq!(a, shuffled_order(1000, 7, 1));
         assert_ne!(a, shuffled_order(1000, 7, 2), "each epoch has its own order");
         assert_ne!(a, shuffled_order(1000, 8, 1), "the seed matters");
+    }
+
+    #[test]
+    fn cosine_schedule_decays_from_the_full_rate() {
+        assert_eq!(Schedule::Cosine.lr(0.1, 1, 10), 0.1);
+        assert!((Schedule::Cosine.lr(0.1, 6, 10) - 0.05).abs() < 1e-7);
+        let last = Schedule::Cosine.lr(0.1, 10, 10);
+        assert!(last > 0.0 && last < 0.003, "{last}");
+        assert_eq!(Schedule::Constant.lr(0.1, 10, 10), 0.1);
+        assert_eq!(Schedule::Cosine.lr(0.1, 1, 1), 0.1);
     }
 
     #[test]

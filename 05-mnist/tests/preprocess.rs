@@ -55,7 +55,7 @@ fn drawn_digits_come_back_and_read_the_same() {
     let kinds = ["png", "jpeg", "transparent png"];
     let mut diffs: [Vec<f64>; 3] = Default::default();
     let mut agree = [0usize; 3];
-    for i in 0..subset.test.len() {
+    for (i, &original) in originals.iter().enumerate() {
         let px = subset.test.image(i);
         let files = [dir.path().join("d.png"), dir.path().join("d.jpg"), dir.path().join("t.png")];
         paper(px, i as u32).save(&files[0]).unwrap();
@@ -64,7 +64,7 @@ fn drawn_digits_come_back_and_read_the_same() {
         for k in 0..3 {
             let back = preprocess_file(&files[k]).unwrap();
             diffs[k].push(mean_abs_diff(px, &back));
-            agree[k] += usize::from(net.predict(&back).unwrap()[0] == originals[i]);
+            agree[k] += usize::from(net.predict(&back).unwrap()[0] == original);
         }
     }
     for k in 0..3 {
