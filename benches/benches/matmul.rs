@@ -19,7 +19,7 @@
 //!
 //! Every function's result is checked once, before it is timed, against stage 03's f64
 //! reference (every row for small products, 16 rows spread over large ones, and all of C
-//! for NaN), with `Kernel::tolerance(k)`.
+//! for NaN), with stage 03's `Kernel::tolerance(k)` (the naive kernel's for the CPU variants).
 
 use std::cell::OnceCell;
 use std::hint::black_box;
@@ -58,13 +58,14 @@ impl Problem {
         Problem { label, t, m, k, n, a, b, rows, expected }
     }
 
-    /// Panics unless `c: [m, n]` is finite everywhere and matches the reference rows.
-    fn check(&self, who: &str, c: &[f32]) {
+    /// Panics unless `c: [m, n]` is finite everywhere and matches the reference rows within
+    /// `kernel`'s tolerance (the CPU variants use the f32 naive kernel's).
+    fn check(&self, who: &str, kernel: Kernel, c: &[f32]) {
         if let Some(i) = c.iter().position(|v| !v.is_finite()) {
             panic!("{who} on {}: C[{}, {}] = {} (unwritten or overflowed)", self.label, i / self.n, i % self.n, c[i]);
         }
         let got: Vec<f32> = self.rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().copied()).collect();
-        let (rel, abs) = Kernel::Naive.tolerance(self.k);
+        let (rel, abs) = kernel.tolerance(self.k);
         if let Err(e) = check_close(&got, &self.expected, rel, abs) {
             panic!("{who} on {} disagrees with the f64 reference:\n{e}", self.label);
         }
@@ -169,7 +170,7 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Sha
             if !checked {
                 c.data.fill(f32::NAN);
                 product(c);
-                p.check(name, &c.data);
+                p.check(name, Kernel::Naive, &c.data);
                 checked = true;
             }
             bch.iter(|| product(black_box(&mut *c)))
@@ -195,7 +196,7 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Sha
                 env.ctx.poison(&s.c.buffer);
                 time_kernels(env.ctx, env.timer, 1, |pass| s.call.record(pass));
                 must(env.ctx.read_into(&s.c.buffer, &mut s.host_c), "reading C");
-                p.check(&format!("{name}_kernel"), &s.host_c);
+                p.check(&format!("{name}_kernel"), mm.kernel(), &s.host_c);
                 checked = true;
             }
             bch.iter_custom(|iters| time_kernels(env.ctx, env.timer, iters, |pass| s.call.record(pass)))
@@ -207,7 +208,7 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Sha
             if !checked {
                 env.ctx.poison(&s.c.buffer);
                 s.round_trip(env.ctx, p);
-                p.check(&format!("{name}_e2e"), &s.host_c);
+                p.check(&format!("{name}_e2e"), mm.kernel(), &s.host_c);
                 checked = true;
             }
             bch.iter_custom(|iters| time_wall(iters, || s.round_trip(env.ctx, p)))
