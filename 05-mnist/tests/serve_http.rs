@@ -81,6 +81,7 @@ async fn bad_training_requests_are_refused_with_a_message() {
         (json!({ "hidden": [10000] }), "hidden:"),
         (json!({ "optimizer": "rmsprop" }), "unknown variant `rmsprop`"),
         (json!({ "device": "tpu" }), "unknown variant `tpu`"),
+        (json!({ "schedule": "linear" }), "unknown variant `linear`"),
         (json!({ "momentum": 1.0 }), "momentum:"),
         (json!({ "limit_train": 0 }), "limit_train:"),
         (json!({ "limit_train": 70000 }), "limit_train:"),
@@ -90,6 +91,8 @@ async fn bad_training_requests_are_refused_with_a_message() {
     }
     assert!(!state.is_training(), "no refused request may start a run");
     refused(post(&app, "/api/stop", json!({})).await, StatusCode::CONFLICT, "no training run is in progress");
+    refused(post_raw(&app, "/api/stop", "text/plain", "{}").await, StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type");
+    refused(post(&app, "/api/stop", json!({ "now": true })).await, StatusCode::UNPROCESSABLE_ENTITY, "unknown field `now`");
 }
 
 #[tokio::test]
@@ -126,7 +129,7 @@ async fn a_short_cpu_run_streams_its_epochs_and_makes_a_model_that_reads_digits(
     assert_eq!(snapshot["training"], false);
 
     let req = json!({ "hidden": [64], "lr": 0.1, "batch_size": 32, "epochs": 2, "optimizer": "sgd",
-                      "momentum": 0.0, "device": "cpu", "limit_train": 3000, "seed": 7 });
+                      "momentum": 0.0, "schedule": "constant", "device": "cpu", "limit_train": 3000, "seed": 7 });
     let (status, started) = post(&app, "/api/train", req.clone()).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let run = started["run"].as_u64().unwrap();
@@ -149,6 +152,7 @@ async fn a_short_cpu_run_streams_its_epochs_and_makes_a_model_that_reads_digits(
     for (i, e) in epochs.iter().enumerate() {
         assert_eq!(e["epoch"], i + 1);
         assert_eq!(e["epochs"], 2);
+        assert_eq!(e["lr"], 0.1, "a constant schedule");
         assert!(e["seconds"].as_f64().unwrap() > 0.0);
     }
     // 3,000 images, two epochs: about 90% on the whole test set.
@@ -225,7 +229,7 @@ async fn the_gpu_device_trains_on_the_adapter_and_flags_a_software_one() {
     let (state, app) = app();
     let mut events = Events::open(&app).await;
     events.until("snapshot").await;
-    let req = json!({ "device": "gpu", "limit_train": 512, "batch_size": 64, "epochs": 1 });
+    let req = json!({ "device": "gpu", "limit_train": 512, "batch_size": 64, "epochs": 2 });
     let (status, _) = post(&app, "/api/train", req).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let seen = events.until("done").await;
@@ -235,9 +239,12 @@ async fn the_gpu_device_trains_on_the_adapter_and_flags_a_software_one() {
     if adapter["software"] == true {
         assert!(adapter["warning"].as_str().unwrap().contains("SOFTWARE adapter"), "{adapter}");
     }
-    let epoch = named(&seen, "epoch")[0];
-    // 512 images, one epoch: well above chance.
-    assert!(epoch["test_acc"].as_f64().unwrap() > 0.5, "{epoch}");
+    let epochs = named(&seen, "epoch");
+    // 512 images, two epochs: well above chance.
+    assert!(epochs[1]["test_acc"].as_f64().unwrap() > 0.5, "{}", epochs[1]);
+    // The default cosine schedule (Adam, 0.001): the full rate, then half of it.
+    let lr: Vec<f64> = epochs.iter().map(|e| e["lr"].as_f64().unwrap()).collect();
+    assert!((lr[0] - 0.001).abs() < 1e-9 && (lr[1] - 0.0005).abs() < 1e-9, "{lr:?}");
     state.wait_for_run();
 }
 

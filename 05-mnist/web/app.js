@@ -57,6 +57,7 @@ function readForm() {
     epochs: Number($("epochs").value),
     optimizer: $("optimizer").value,
     momentum: Number($("momentum").value || 0),
+    schedule: $("schedule").value,
     device: $("device").value,
     seed: Number($("seed").value || 0),
   };
@@ -73,6 +74,7 @@ function fillForm(cfg) {
   $("epochs").value = cfg.epochs;
   $("optimizer").value = cfg.optimizer;
   $("momentum").value = cfg.momentum;
+  $("schedule").value = cfg.schedule;
   $("device").value = cfg.device;
   $("limit_train").value = cfg.limit_train == null ? "" : cfg.limit_train;
   $("seed").value = cfg.seed;
@@ -220,7 +222,7 @@ function renderEpochTable() {
   body.replaceChildren(...state.history.map((e) => {
     const tr = document.createElement("tr");
     for (const cell of [
-      String(e.epoch), e.train_loss.toFixed(4), pct(e.train_acc), e.test_loss.toFixed(4),
+      String(e.epoch), formatLr(e.lr), e.train_loss.toFixed(4), pct(e.train_acc), e.test_loss.toFixed(4),
       pct(e.test_acc), e.seconds.toFixed(2), Math.round(e.images_per_sec).toLocaleString("en-US"),
     ]) {
       const td = document.createElement("td");
@@ -311,9 +313,12 @@ function applySnapshot(s) {
   }
 }
 
+function formatLr(lr) { return Number(lr.toPrecision(3)).toString(); }
+
 function progressText(p) {
   const ips = p.images_per_sec ? ` · ${Math.round(p.images_per_sec).toLocaleString("en-US")} images/s` : "";
-  return `Epoch ${p.epoch}/${state.epochsTotal} · batch ${p.batch}/${p.batches} · loss ${p.loss.toFixed(4)}${ips}`;
+  return `Epoch ${p.epoch}/${state.epochsTotal} · lr ${formatLr(p.lr)} · batch ${p.batch}/${p.batches} · ` +
+    `loss ${p.loss.toFixed(4)}${ips}`;
 }
 
 function connect() {

@@ -39,8 +39,18 @@ pub enum OptimizerChoice {
     Adam,
 }
 
+/// How the learning rate changes over the epochs (`train::Schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleChoice {
+    Constant,
+    /// From the full rate down to a few percent of it in the last epoch.
+    Cosine,
+}
+
 /// The body of `POST /api/train`. Every field may be left out; the defaults are the command
-/// line's (`mnist train`), except `epochs`, which is 5 here so a first click finishes soon.
+/// line's (`mnist train`: Adam, lr 0.001, cosine schedule), except `epochs`, which is 5 here so
+/// a first click finishes soon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainRequest {
@@ -52,6 +62,7 @@ pub struct TrainRequest {
     pub optimizer: OptimizerChoice,
     /// SGD's momentum (ignored by Adam), in `[0, 1)`.
     pub momentum: f32,
+    pub schedule: ScheduleChoice,
     pub device: DeviceChoice,
     /// Train on the first `limit_train` training images only (all 60,000 when absent).
     pub limit_train: Option<usize>,
@@ -62,11 +73,12 @@ impl Default for TrainRequest {
     fn default() -> Self {
         Self {
             hidden: vec![128],
-            lr: 0.05,
+            lr: 0.001,
             batch_size: 64,
             epochs: 5,
-            optimizer: OptimizerChoice::Sgd,
+            optimizer: OptimizerChoice::Adam,
             momentum: 0.9,
+            schedule: ScheduleChoice::Cosine,
             device: DeviceChoice::Auto,
             limit_train: None,
             seed: 42,
@@ -88,7 +100,7 @@ impl TrainRequest {
             return bad(format!("hidden: a layer of {h} units; each hidden layer needs 1 to {MAX_HIDDEN_SIZE} units"));
         }
         if !self.lr.is_finite() || self.lr <= 0.0 || self.lr > MAX_LR {
-            return bad(format!("lr: {} is not a learning rate; use a number in (0, {MAX_LR}], e.g. 0.1", self.lr));
+            return bad(format!("lr: {} is not a learning rate; use a number in (0, {MAX_LR}], e.g. 0.001 for Adam or 0.05 for SGD", self.lr));
         }
         if self.batch_size == 0 || self.batch_size > MAX_BATCH_SIZE {
             return bad(format!("batch_size: {} is out of range; use 1 to {MAX_BATCH_SIZE}", self.batch_size));
@@ -113,6 +125,11 @@ impl TrainRequest {
         self.limit_train.unwrap_or(train_len).min(train_len)
     }
 }
+
+/// The body of `POST /api/stop`: an empty object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopRequest {}
 
 /// The body of `POST /api/predict`: a grey image, row-major, `width * height` bytes. Either
 /// polarity works (the preprocessing inverts light backgrounds), any size from 8x8 to 1024x1024.

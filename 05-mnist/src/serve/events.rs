@@ -45,6 +45,8 @@ pub struct ProgressEvent {
     /// Batches done in this epoch, 1..=batches.
     pub batch: usize,
     pub batches: usize,
+    /// The learning rate of this epoch (it changes per epoch with the cosine schedule).
+    pub lr: f32,
     /// Mean training loss of this epoch so far.
     pub loss: f64,
     pub images_per_sec: f64,
@@ -57,6 +59,8 @@ pub struct EpochEvent {
     /// 1-based.
     pub epoch: usize,
     pub epochs: usize,
+    /// The learning rate the epoch trained with.
+    pub lr: f32,
     pub train_loss: f64,
     pub train_acc: f64,
     pub test_loss: f64,

@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use api::{DeviceChoice, OptimizerChoice, PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
+pub use api::{DeviceChoice, OptimizerChoice, PredictRequest, PredictResponse, SamplesResponse, ScheduleChoice, TrainRequest};
 pub use error::ApiError;
 pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;

@@ -8,7 +8,7 @@
 //! | GET    | `/api/events`  | server-sent events: `snapshot` first, then live events   |
 //! | GET    | `/api/samples` | the grid's test digits and the model's predictions       |
 //! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running     |
-//! | POST   | `/api/stop`    | stops the run after its current batch; 409 if none        |
+//! | POST   | `/api/stop`    | `{}`: stops the run after its current batch; 409 if none  |
 //! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
 
 use std::convert::Infallible;
@@ -26,7 +26,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::api::{PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
+use super::api::{PredictRequest, PredictResponse, SamplesResponse, StopRequest, TrainRequest};
 use super::assets;
 use super::error::ApiError;
 use super::events::{Published, Snapshot};
@@ -73,8 +73,13 @@ async fn train(
     Ok((StatusCode::ACCEPTED, Json(json!({ "run": run }))))
 }
 
-/// The body is ignored (the page sends `{}`), so `curl -X POST .../api/stop` works too.
-async fn stop(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+/// The body is `{}`. Asking for JSON, as every POST here does, keeps other web sites from
+/// stopping runs: a cross-site JSON request needs a CORS preflight this server never grants.
+async fn stop(
+    State(state): State<AppState>,
+    body: Result<Json<StopRequest>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Json(StopRequest {}) = body?;
     let run = state.stop_run()?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "stopping": run }))))
 }

@@ -20,13 +20,13 @@ use std::time::Instant;
 use common::{GpuContext, software_warning};
 use gpu_layers::Optimizer;
 
-use super::api::{DeviceChoice, OptimizerChoice, TrainRequest};
+use super::api::{DeviceChoice, OptimizerChoice, ScheduleChoice, TrainRequest};
 use super::events::{AdapterInfo, DoneEvent, EpochEvent, ErrorEvent, ProgressEvent, Published, StartEvent};
 use super::model::ServeModel;
 use super::state::{AppState, PROGRESS_EVERY};
 use crate::data::Mnist;
 use crate::metrics::EpochMetrics;
-use crate::train::{Device, Event, TrainConfig, train};
+use crate::train::{Device, Event, Schedule, TrainConfig, train};
 
 /// How a run ended when it did not fail.
 struct Outcome {
@@ -114,8 +114,8 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
 }
 
 /// The request as the training loop's configuration: `mnist train`'s defaults for what the page
-/// does not set (the learning-rate schedule, steps per GPU submission), plus a model after
-/// every epoch for the grid and the drawing pad.
+/// does not set (steps per GPU submission), plus a model after every epoch for the grid and the
+/// drawing pad.
 fn config(req: &TrainRequest) -> TrainConfig {
     let optimizer = match req.optimizer {
         OptimizerChoice::Sgd => Optimizer::sgd(req.lr, req.momentum),
@@ -126,6 +126,10 @@ fn config(req: &TrainRequest) -> TrainConfig {
         batch_size: req.batch_size,
         epochs: req.epochs,
         optimizer,
+        schedule: match req.schedule {
+            ScheduleChoice::Constant => Schedule::Constant,
+            ScheduleChoice::Cosine => Schedule::Cosine,
+        },
         seed: req.seed,
         epoch_models: true,
         ..TrainConfig::default()
@@ -162,8 +166,12 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
 
     let mut last_report: Option<Instant> = None;
     let mut last_epoch: Option<EpochMetrics> = None;
+    let mut epoch_lr = req.lr;
     let mut on_event = |event: Event<'_>| match event {
-        Event::EpochStart { .. } => last_report = None,
+        Event::EpochStart { lr, .. } => {
+            last_report = None;
+            epoch_lr = lr;
+        }
         Event::Progress(p) => {
             // The loop reports often on a fast GPU: pass on at most one every PROGRESS_EVERY,
             // and the end of each epoch. The GPU's loss is NaN until its first read-back.
@@ -177,6 +185,7 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
                 epoch: p.epoch,
                 batch: p.batch,
                 batches: p.batches,
+                lr: epoch_lr,
                 loss: p.loss,
                 images_per_sec: p.images_per_sec,
             };
@@ -191,6 +200,7 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
                 run,
                 epoch: m.epoch,
                 epochs: req.epochs,
+                lr: epoch_lr,
                 train_loss: m.train_loss,
                 train_acc: m.train_acc,
                 test_loss: m.test_loss,
