@@ -281,33 +281,45 @@ fn run_train(args: &TrainArgs) -> Result<()> {
         cfg.seed
     );
 
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} batches  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
+    // One bar per epoch, drawn on stderr only when it is a terminal; it fills the width.
+    let new_bar = |len: u64, prefix: String| {
+        let bar = ProgressBar::new(len);
+        if !std::io::stderr().is_terminal() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{wide_bar:.cyan/blue}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(prefix);
+        bar
+    };
+    let mut bar: Option<ProgressBar> = None;
     let stop = AtomicBool::new(false);
     let epochs = cfg.epochs;
     let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
         Event::EpochStart { epoch, batches, lr, .. } => {
-            bar.reset();
-            bar.set_length(batches as u64);
-            bar.set_prefix(format!("epoch {epoch}/{epochs} lr {lr:.4}"));
-            bar.set_message("");
+            bar = Some(new_bar(batches as u64, format!("epoch {epoch}/{epochs} lr {lr:.4}")));
         }
         Event::Progress(p) => {
-            bar.set_position(p.batch as u64);
-            let loss = if p.loss.is_nan() { "-".to_string() } else { format!("{:.4}", p.loss) };
-            bar.set_message(format!("loss {loss}  {} img/s", thousands(p.images_per_sec.round() as u64)));
+            if let Some(bar) = &bar {
+                let loss = if p.loss.is_nan() { "-".to_string() } else { format!("{:.4}", p.loss) };
+                bar.set_message(format!("loss {loss} {} img/s", thousands(p.images_per_sec.round() as u64)));
+                bar.set_position(p.batch as u64);
+            }
         }
-        Event::EpochEnd(m) => bar.suspend(|| println!("{}", m.line(epochs))),
+        Event::EpochEnd(m) => {
+            if let Some(bar) = bar.take() {
+                bar.finish_and_clear();
+            }
+            println!("{}", m.line(epochs));
+        }
         Event::EpochModel(_) => {}
     });
-    bar.finish_and_clear();
+    if let Some(bar) = bar.take() {
+        bar.finish_and_clear();
+    }
     let outcome = outcome?;
     let train_seconds: f64 = outcome.history.iter().map(|m| m.seconds).sum();
     if let Some(last) = outcome.history.last() {

@@ -68,6 +68,10 @@ fn missing_or_broken_data_is_a_clear_error() {
     assert_fails(&out, 1, "could not download train-images-idx3-ubyte.gz");
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 
+    // A learning rate that makes the loss overflow.
+    let out = mnist(&["--device", "cpu", "--optimizer", "sgd", "--lr", "1e6", "--limit-train", "2000", "--epochs", "1"]);
+    assert_fails(&out, 1, "Try a smaller learning rate (--lr, now 1000000)");
+
     // A truncated label file.
     let broken = tmp.path().join("broken");
     std::fs::create_dir(&broken).unwrap();
@@ -119,7 +123,7 @@ fn train_eval_predict_end_to_end() {
     let (metrics, model, plot) = (p("metrics.jsonl"), p("model.safetensors"), p("curves.png"));
     let out = mnist(&[
         "train", "--device", "cpu", "--limit-train", "20000", "--limit-test", "2000", "--epochs", "2", "--hidden", "64",
-        "--lr", "0.02", "--momentum", "0.9",
+        "--optimizer", "sgd", "--lr", "0.02", "--momentum", "0.9",
         "--metrics", &metrics, "--save", &model, "--plot", &plot, "--preview", "4",
     ]);
     let (stdout, stderr) = text(&out);
