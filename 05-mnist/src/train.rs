@@ -63,7 +63,7 @@ impl Schedule {
         match self {
             Schedule::Constant => lr,
             Schedule::Cosine => {
-                let t = (epoch - 1) as f64 / epochs as f64;
+                let t = epoch.saturating_sub(1) as f64 / epochs.max(1) as f64;
                 (lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32
             }
         }
