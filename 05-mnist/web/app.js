@@ -366,7 +366,8 @@ function connect() {
 // ---------------------------------------------------------------- the drawing pad
 
 const pad = $("pad");
-const pctx = pad.getContext("2d");
+// Read back after every stroke: tell the browser to keep the pixels on the CPU side.
+const pctx = pad.getContext("2d", { willReadFrequently: true });
 let drawing = false;
 let inked = false;
 let last = null;
