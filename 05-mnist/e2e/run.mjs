@@ -148,7 +148,7 @@ try {
   log("probabilities after epoch 1:", probs.join(" "), "->", await page.locator("#draw-text").innerText());
 
   // 5. The run finishes; the drawing is read again by the final model; screenshot.
-  await page.locator("#progress-text", { hasText: `Finished ${EPOCHS} epochs` }).waitFor({ timeout: 180_000 });
+  await page.locator("#progress-text", { hasText: `Finished ${EPOCHS} epoch` }).waitFor({ timeout: 180_000 });
   await page.waitForFunction(() => !document.getElementById("start").disabled, null, { timeout: 10_000 });
   await page.waitForFunction(() => document.getElementById("probs").dataset.ready === "true", null, { timeout: 10_000 });
   await page.waitForTimeout(500);

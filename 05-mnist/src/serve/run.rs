@@ -56,7 +56,8 @@ pub(crate) fn run_thread(state: AppState, run: u64, req: TrainRequest, stop: Arc
                 let message = if o.stopped {
                     format!("Stopped after {} of {} epochs.{acc}", o.epochs_done, req.epochs)
                 } else {
-                    format!("Finished {} epochs.{acc}", o.epochs_done)
+                    let s = if o.epochs_done == 1 { "" } else { "s" };
+                    format!("Finished {} epoch{s}.{acc}", o.epochs_done)
                 };
                 live.last_outcome = Some(message.clone());
                 let done = DoneEvent { run, stopped: o.stopped, epochs_done: o.epochs_done, message };
