@@ -117,7 +117,7 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
 /// The request as the training loop's configuration: `mnist train`'s defaults for what the page
 /// does not set (steps per GPU submission), plus a model after every epoch for the grid and the
 /// drawing pad.
-fn config(req: &TrainRequest) -> TrainConfig {
+pub(super) fn config(req: &TrainRequest) -> TrainConfig {
     let optimizer = match req.optimizer {
         OptimizerChoice::Sgd => Optimizer::sgd(req.lr, req.momentum),
         OptimizerChoice::Adam => Optimizer::adam(req.lr),
@@ -139,7 +139,6 @@ fn config(req: &TrainRequest) -> TrainConfig {
 
 fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) -> Result<Outcome, String> {
     let cfg = config(req);
-    cfg.validate().map_err(|e| e.to_string())?;
     let all = state.data().clone();
     // The subset, when asked for (the training loop trains on all of `data.train`).
     let subset;

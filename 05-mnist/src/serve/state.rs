@@ -183,6 +183,8 @@ impl AppState {
     /// flight (409), a server shutting down (503).
     pub fn start_run(&self, req: TrainRequest) -> Result<u64, ApiError> {
         req.validate(self.inner.data.train.len())?;
+        // The training loop's own checks too, so nothing it would refuse gets a 202.
+        super::run::config(&req).validate().map_err(|e| ApiError::invalid(e.to_string()))?;
         if *self.inner.shutdown.borrow() {
             return Err(ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"));
         }
