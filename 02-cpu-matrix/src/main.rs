@@ -203,17 +203,12 @@ fn main() -> ExitCode {
         p.gflops(1)
     );
     println!("peak for {cores} cores = {:.1} GFLOP/s", p.gflops(cores));
-    for t in [1, threads] {
-        if let Some(g) = peak::measure_fma(t) {
-            println!(
-                "measured: an FMA-only loop on {t} thread(s) runs {g:.1} GFLOP/s = {:.0}% of the computed peak ({:.2} GHz effective)",
-                100.0 * g / p.gflops(t),
-                g / (t as f64 * p.flops_per_cycle())
-            );
-        }
-        if threads == 1 {
-            break;
-        }
+    if let Some(g) = (threads > 1).then(|| peak::measure_fma(threads)).flatten() {
+        println!(
+            "measured: the FMA-only loop on {threads} threads runs {g:.1} GFLOP/s = {:.0}% of the computed {threads}-core peak{}",
+            100.0 * g / p.gflops(threads),
+            if g < 0.9 * p.gflops(threads) { " (other processes are using the cores: threaded numbers below suffer too)" } else { "" }
+        );
     }
     println!(
         "variant 4 uses up to {threads} thread(s); matrixmultiply uses {lib_threads} (MATMUL_NUM_THREADS) and 1 in a child process"
@@ -221,6 +216,7 @@ fn main() -> ExitCode {
     println!("times are medians of >= {} runs after one validated run; % of peak is for the cores used\n", args.min_reps);
 
     let all = shapes(&args);
+    let (pressure_start, wall_start) = (cpu_pressure_us(), Instant::now());
     let lib1 = if kernels.contains(&CpuKernel::Library) {
         match library_single_threaded(&args) {
             Ok(map) => map,
@@ -334,11 +330,27 @@ fn main() -> ExitCode {
             println!("n=1024: the best variant is {:.0}x faster than naive (target >= 20x)", naive / best);
         }
     }
+    if let (Some(p0), Some(p1)) = (pressure_start, cpu_pressure_us()) {
+        let waited = (p1 - p0) as f64 / 1e6 / wall_start.elapsed().as_secs_f64();
+        println!(
+            "CPU pressure: some task waited for a core during {:.0}% of this run (Linux PSI){}",
+            100.0 * waited,
+            if waited > 0.05 { ": other processes competed for the cores, so the numbers are noisy" } else { "" }
+        );
+    }
     if failed {
         eprintln!("some variants gave wrong results (see above)");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// Microseconds during which at least one runnable task waited for a CPU (Linux pressure stall
+/// information), or `None` where the kernel does not expose it.
+fn cpu_pressure_us() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let some = text.lines().find(|l| l.starts_with("some"))?;
+    some.split_whitespace().find_map(|f| f.strip_prefix("total=")?.parse().ok())
 }
 
 fn fmt_time(secs: f64) -> String {

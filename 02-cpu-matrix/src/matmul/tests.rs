@@ -11,7 +11,7 @@ use super::*;
 use common::assert_close;
 
 /// `(m, k, n)`: 1x1, a row vector, a column vector, odd sizes around the tile sizes (8 x 32),
-/// shapes that cross the KC = 128 and MC = 192 block edges, one past NC = 4096 columns, the
+/// shapes that cross the KC = 256 and MC = 192 block edges, one past NC = 4096 columns, the
 /// MNIST layer shapes, and empty ones.
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 1),
