@@ -150,7 +150,7 @@ fn pack_panel<const W: usize>(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if kernel == MicroKernel::Avx512 && x.cs == 1 && count == W && W % 8 == 0 {
+    if kernel == MicroKernel::Avx512 && x.cs == 1 && count == W && W.is_multiple_of(8) {
         let last = (r0 + W - 1) * x.rs + pc + kc;
         assert!(last <= x.data.len(), "panel outside the matrix");
         // SAFETY: AVX is part of AVX-512F, which `kernel` was detected with; the assert bounds
