@@ -26,13 +26,20 @@ pub(crate) const PARALLEL_MIN_FLOPS: usize = 8 << 20;
 
 /// `out [m, n] = a [m, k] * b [k, n]`, rows of `out` split over [`super::num_threads`] threads.
 pub(crate) fn matmul_4_parallel(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32]) {
-    gemm_parallel(a, b, out, super::num_threads(), MicroKernel::detect());
+    gemm_parallel(a, b, out, super::num_threads(), PARALLEL_MIN_FLOPS, MicroKernel::detect());
 }
 
-/// Variant 4 with an explicit thread limit and micro-kernel (the tests use both).
-pub(crate) fn gemm_parallel(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32], max_threads: usize, kernel: MicroKernel) {
+/// Variant 4 with an explicit thread limit, size cut-off and micro-kernel (tests vary all three).
+pub(crate) fn gemm_parallel(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    out: &mut [f32],
+    max_threads: usize,
+    min_flops: usize,
+    kernel: MicroKernel,
+) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let threads = threads_for(m, k, n, max_threads);
+    let threads = threads_for(m, k, n, max_threads, min_flops);
     if threads <= 1 {
         return gemm_blocked(a, b, out, n, kernel);
     }
@@ -46,10 +53,10 @@ pub(crate) fn gemm_parallel(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32], max_t
 }
 
 /// How many threads a product of this size gets: at most `max_threads`, at most one per
-/// `MR`-row tile, and one when the product is too small to repay the spawns.
-fn threads_for(m: usize, k: usize, n: usize, max_threads: usize) -> usize {
+/// `MR`-row tile, and one below `min_flops`.
+fn threads_for(m: usize, k: usize, n: usize, max_threads: usize, min_flops: usize) -> usize {
     let flops = 2usize.saturating_mul(m).saturating_mul(k).saturating_mul(n);
-    if flops < PARALLEL_MIN_FLOPS {
+    if flops < min_flops {
         return 1;
     }
     max_threads.clamp(1, m.div_ceil(MR))
@@ -61,11 +68,12 @@ mod tests {
 
     #[test]
     fn small_or_thin_products_use_fewer_threads() {
-        assert_eq!(threads_for(16, 16, 16, 8), 1, "too small to repay waking a thread");
-        assert_eq!(threads_for(128, 128, 128, 2), 1);
-        assert_eq!(threads_for(64, 784, 128, 2), 2, "the MNIST layer product gains from 2 threads");
-        assert_eq!(threads_for(1024, 1024, 1024, 8), 8);
-        assert_eq!(threads_for(16, 100_000, 100_000, 8), 2, "one thread per 8-row tile at most");
-        assert_eq!(threads_for(1024, 1024, 1024, 0), 1);
+        assert_eq!(threads_for(16, 16, 16, 8, PARALLEL_MIN_FLOPS), 1, "too small to repay waking a thread");
+        assert_eq!(threads_for(128, 128, 128, 2, PARALLEL_MIN_FLOPS), 1);
+        assert_eq!(threads_for(64, 784, 128, 2, PARALLEL_MIN_FLOPS), 2, "the MNIST layer product gains from 2 threads");
+        assert_eq!(threads_for(1024, 1024, 1024, 8, PARALLEL_MIN_FLOPS), 8);
+        assert_eq!(threads_for(16, 100_000, 100_000, 8, PARALLEL_MIN_FLOPS), 2, "one thread per 8-row tile at most");
+        assert_eq!(threads_for(1024, 1024, 1024, 0, PARALLEL_MIN_FLOPS), 1);
+        assert_eq!(threads_for(17, 3, 3, 5, 0), 3, "no cut-off: one thread per 8-row tile");
     }
 }
