@@ -70,19 +70,48 @@ pub(crate) fn gemm_blocked(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], ldc: usi
     debug_assert!(m > 0 && k > 0 && n > 0 && b.rows == k && ldc >= n);
     assert!(c.len() >= (m - 1) * ldc + n, "output slice too short for {m}x{n} with row stride {ldc}");
     let kc_max = KC.min(k);
-    let mut b_pack = vec![0.0f32; kc_max * NC.min(n.next_multiple_of(NR))];
-    let mut a_pack = vec![0.0f32; MC.min(m.next_multiple_of(MR)) * kc_max];
+    let a_len = MC.min(m.next_multiple_of(MR)) * kc_max;
+    let b_len = kc_max * NC.min(n.next_multiple_of(NR));
+    PACK_BUFFERS.with_borrow_mut(|(a_pack, b_pack)| {
+        // Grow only: every call packs (and zero-pads) the part it reads before reading it.
+        if a_pack.len() < a_len {
+            a_pack.resize(a_len, 0.0);
+        }
+        if b_pack.len() < b_len {
+            b_pack.resize(b_len, 0.0);
+        }
+        blocked_loops(a, b, c, ldc, kernel, a_pack, b_pack);
+    });
+}
 
+thread_local! {
+    /// Each thread's packed A and B blocks, kept between calls (at most `MC x KC` and
+    /// `KC x NC` floats: 4.2 MiB). Allocating them per call cost more than the arithmetic of
+    /// a 256^3 product here: fresh pages from the OS fault in one by one.
+    static PACK_BUFFERS: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// The five loops around the micro-kernel (BLIS numbering: 5 `jc`, 4 `pc`, 3 `ic`, 2 `jr`, 1 `ir`).
+fn blocked_loops(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    kernel: MicroKernel,
+    a_pack: &mut [f32],
+    b_pack: &mut [f32],
+) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
             // The first depth block writes C, later ones add to it.
             let accumulate = pc > 0;
-            pack_b(b, pc, kc, jc, nc, &mut b_pack, kernel);
+            pack_b(b, pc, kc, jc, nc, b_pack, kernel);
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
-                pack_a(a, ic, mc, pc, kc, &mut a_pack, kernel);
+                pack_a(a, ic, mc, pc, kc, a_pack, kernel);
                 for jr in (0..nc).step_by(NR) {
                     let nr = NR.min(nc - jr);
                     let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
