@@ -49,7 +49,7 @@ struct Args {
     /// Fewest timed runs per measurement (the median of these is reported).
     #[arg(long, default_value_t = 3)]
     min_reps: usize,
-    /// Clock in GHz for the computed peak (default: read from the OS).
+    /// Clock in GHz for the computed peak (default: measured with an FMA-only loop).
     #[arg(long)]
     ghz: Option<f64>,
     /// f32 flops per cycle per core for the computed peak (default: from ISA and CPU family).
@@ -60,6 +60,9 @@ struct Args {
     #[arg(long, hide = true)]
     library_child: bool,
 }
+
+/// Largest `--sizes` value accepted.
+const MAX_SIZE: usize = 16384;
 
 /// One product to time: `op(a) [m, k] * op(b) [k, n]`.
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +168,10 @@ fn main() -> ExitCode {
     if args.library_child {
         library_child(&args);
         return ExitCode::SUCCESS;
+    }
+    if let Some(&bad) = args.sizes.iter().find(|&&n| !(1..=MAX_SIZE).contains(&n)) {
+        eprintln!("error: --sizes: {bad} is outside 1..={MAX_SIZE} (three {MAX_SIZE}^2 matrices already take 3 GiB)");
+        return ExitCode::FAILURE;
     }
     let mut kernels = Vec::new();
     for &v in &args.variants {
