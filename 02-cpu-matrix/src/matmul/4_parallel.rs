@@ -9,7 +9,7 @@
 //! variant 4 *slower* than variant 3 below a few hundred microseconds of work (the MNIST layer
 //! products: 150 us on two threads against 130 us on one). rayon keeps its worker threads
 //! alive and only wakes them, so the same products gain from the second core (measured: the
-//! MNIST forward product 113 us, `dy * W^T` 84-103 us, 256^3 175 us instead of 244 us).
+//! MNIST forward product 74-113 us instead of 150, 256^3 170-200 us instead of 244).
 //! Each thread packs its own copy of B's panels; that duplicated work is `k * n` copies against
 //! `m * k * n / threads` multiply-adds, well under 1% at the sizes where threads pay. Products
 //! below [`PARALLEL_MIN_FLOPS`] stay on the calling thread.
