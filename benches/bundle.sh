@@ -6,8 +6,8 @@
 #   bash benches/bundle.sh [DIR]        # default DIR: target/bench-bundle
 #
 # DIR then holds `double`, `matmul`, `train_step` (criterion bench executables: run each with
-# `--bench`, plus any criterion option) and `crossover`. See benches/README.md, "On another
-# machine", for how to run them there and bring the results back.
+# `--bench`, plus any criterion option) and `crossover`. See benches/README.md, "On the H200
+# machine (no Rust toolchain there)", for how to run them there and bring the results back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/bench-bundle}"
