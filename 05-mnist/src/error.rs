@@ -39,11 +39,20 @@ impl MnistError {
 impl fmt::Display for MnistError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MnistError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => write!(
-                f,
-                "{}: file not found. Pass --data-dir or set MNIST_DIR to the folder with the MNIST files.",
-                path.display()
-            ),
+            MnistError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                // Only the data set's files and folder get the data-folder hint; a missing image
+                // or output folder gets a plain message.
+                let is_data = path.to_string_lossy().contains("ubyte") || path.is_dir() || path.extension().is_none();
+                if is_data {
+                    write!(
+                        f,
+                        "{}: not found. Pass --data-dir or set MNIST_DIR to the folder with the MNIST files.",
+                        path.display()
+                    )
+                } else {
+                    write!(f, "{}: file not found", path.display())
+                }
+            }
             MnistError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             MnistError::Idx { path, msg } => write!(
                 f,

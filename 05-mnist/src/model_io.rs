@@ -83,7 +83,13 @@ pub fn save_model(path: &Path, model: &Model) -> Result<()> {
 
 /// Reads and checks a model written by [`save_model`].
 pub fn load_model(path: &Path) -> Result<Model> {
-    let bytes = std::fs::read(path).map_err(|e| MnistError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => MnistError::Model {
+            path: path.to_path_buf(),
+            msg: "file not found. Train and save one first: `mnist train --save PATH`".to_string(),
+        },
+        _ => MnistError::io(path, e),
+    })?;
     parse_model(&bytes).map_err(|msg| MnistError::Model { path: path.to_path_buf(), msg })
 }
 
@@ -219,6 +225,14 @@ mod tests {
             save_model(&path, &m).unwrap();
             assert_eq!(load_model(&path).unwrap(), m);
         }
+    }
+
+    #[test]
+    fn a_missing_model_says_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = load_model(&dir.path().join("none.safetensors")).unwrap_err().to_string();
+        assert!(err.contains("not found") && err.contains("mnist train --save"), "{err}");
+        assert!(!err.contains("MNIST_DIR"), "{err}");
     }
 
     #[test]
