@@ -182,9 +182,7 @@ mod tests {
     fn reports_worst_and_first_mismatches() {
         let expected = vec![1.0f32; 20];
         let mut actual = expected.clone();
-        for i in 3..12 {
-            actual[i] = 1.5;
-        }
+        actual[3..12].fill(1.5);
         actual[15] = 9.0;
         let err = check_close(&actual, &expected, 0.0, 0.1).unwrap_err();
         let CheckError::Values { count, worst, first, .. } = &err else { panic!() };

@@ -211,6 +211,20 @@ fn choose_adapter(adapters: Vec<wgpu::Adapter>, wanted: Option<&str>) -> Result<
         .ok_or(GpuError::NoAdapter)
 }
 
+/// One context shared by all the tests of a test binary (creating a device per test is slow on
+/// the software adapter). Panics with the setup instructions when there is no adapter: tests
+/// must fail loudly, never skip silently.
+pub fn test_context() -> &'static GpuContext {
+    static CTX: std::sync::OnceLock<GpuContext> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| match GpuContext::new() {
+        Ok(ctx) => {
+            eprintln!("test adapter: {}", ctx.adapter_line());
+            ctx
+        }
+        Err(e) => panic!("GPU tests need an adapter: {e}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,18 +244,4 @@ mod tests {
         let w = software_warning("llvmpipe (LLVM 15.0.6, 256 bits)");
         assert!(w.contains("llvmpipe") && w.contains("SOFTWARE"));
     }
-}
-
-/// One context shared by all the tests of a test binary (creating a device per test is slow on
-/// the software adapter). Panics with the setup instructions when there is no adapter: tests
-/// must fail loudly, never skip silently.
-pub fn test_context() -> &'static GpuContext {
-    static CTX: std::sync::OnceLock<GpuContext> = std::sync::OnceLock::new();
-    CTX.get_or_init(|| match GpuContext::new() {
-        Ok(ctx) => {
-            eprintln!("test adapter: {}", ctx.adapter_line());
-            ctx
-        }
-        Err(e) => panic!("GPU tests need an adapter: {e}"),
-    })
 }
