@@ -35,7 +35,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0,1,2,3,4")]
     variants: Vec<u32>,
     /// Threads for variant 4 and for multi-threaded matrixmultiply (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
     /// Largest n the naive variant 1 runs at (it takes seconds per run beyond 1024).
     #[arg(long, default_value_t = 1024)]
@@ -50,15 +50,25 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     min_reps: usize,
     /// Clock in GHz for the computed peak (default: measured with an FMA-only loop).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     ghz: Option<f64>,
     /// f32 flops per cycle per core for the computed peak (default: from ISA and CPU family).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     flops_per_cycle: Option<f64>,
     /// Internal: time only variant 0 and print machine-readable lines (run by the parent with
     /// MATMUL_NUM_THREADS=1).
     #[arg(long, hide = true)]
     library_child: bool,
+}
+
+/// `--ghz` / `--flops-per-cycle`: a finite number above zero (NaN, 0 or a negative value
+/// would turn every "% of peak" into NaN or infinity).
+fn positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a positive number")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
 }
 
 /// Largest `--sizes` value accepted.
@@ -367,5 +377,26 @@ fn fmt_time(secs: f64) -> String {
         format!("{:.2} ms", secs * 1e3)
     } else {
         format!("{:.1} us", secs * 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_overrides_must_be_positive_numbers() {
+        assert_eq!(positive("2.5"), Ok(2.5));
+        for bad in ["nan", "NaN", "inf", "0", "-3", "fast", ""] {
+            assert!(positive(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn bad_threads_are_refused_by_the_parser() {
+        assert!(Args::try_parse_from(["cpu-matrix", "--threads", "0"]).is_err());
+        assert!(Args::try_parse_from(["cpu-matrix", "--threads", "100000"]).is_err());
+        assert_eq!(Args::try_parse_from(["cpu-matrix", "--threads", "2"]).unwrap().threads, Some(2));
+        assert!(Args::try_parse_from(["cpu-matrix", "--ghz=nan"]).is_err());
     }
 }
