@@ -115,8 +115,10 @@ impl GpuContext {
         let copy_bytes = bytes.next_multiple_of(4).min(buffer.size());
         let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         if guard.as_ref().is_none_or(|s| s.size() < copy_bytes) {
-            // Grow to the next power of two so a sequence of growing reads allocates rarely.
-            let size = copy_bytes.next_power_of_two().max(256);
+            // Grow to the next power of two so a sequence of growing reads allocates rarely, but
+            // never past the device's largest buffer (the H200's is 4094 MiB, not a power of two).
+            // `copy_bytes` itself fits: it is at most the size of an existing buffer.
+            let size = copy_bytes.next_power_of_two().max(256).min(self.limits.max_buffer_size.max(copy_bytes));
             *guard = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("staging (read-back)"),
                 size,
