@@ -320,6 +320,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         args.sizes.clone()
     };
+    // Refuse sizes this device cannot hold before making any operand or CPU reference (a
+    // typo such as `--sizes 1000000` would otherwise run out of host memory first).
+    for &(m, k, n) in &sizes {
+        for (name, rows, cols) in [("A", m, k), ("B", k, n), ("C", m, n)] {
+            let bytes = rows.checked_mul(cols).and_then(|e| e.checked_mul(4)).map_or(u64::MAX, |b| b as u64);
+            ctx.check_storage_size(&format!("--sizes {m}x{k}x{n}: {name} ({rows} x {cols} f32)"), bytes)?;
+        }
+    }
     let reps = args.reps.unwrap_or(if software { 3 } else { 20 }).max(1);
     let mut numbers = args.kernels.clone();
     if numbers.is_empty() {
@@ -472,7 +480,7 @@ fn tune(bench: &Bench, kernels: &[Kernel], sizes: &[(usize, usize, usize)], chec
                 }
             }
             print_table(flop, &rows);
-            if let Some(best) = rows.iter().filter(|r| r.kernel_s.is_some()).min_by(|x, y| x.kernel_s.partial_cmp(&y.kernel_s).unwrap()) {
+            if let Some(best) = rows.iter().filter(|r| r.kernel_s.is_some()).min_by(|x, y| x.kernel_s.unwrap_or(f64::INFINITY).total_cmp(&y.kernel_s.unwrap_or(f64::INFINITY))) {
                 println!("  best tile for {kernel} at this size: {} ({} GFLOP/s)", best.ran, gflops(flop, best.kernel_s));
             }
         }
