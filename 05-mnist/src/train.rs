@@ -36,6 +36,11 @@ use crate::model_io::Model;
 /// How often a long epoch reports progress (on the GPU, each report is a read-back).
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
+/// The most parameters a network may have: 2^28 floats is 1 GiB per copy, and training keeps
+/// several (weights, gradients, Adam's two moments). `--hidden 99999999999` is refused here
+/// instead of aborting on a failed allocation.
+pub const MAX_PARAMETERS: usize = 1 << 28;
+
 /// Which processor trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceChoice {
@@ -170,6 +175,14 @@ impl TrainConfig {
         }
         if let Some(i) = self.hidden.iter().position(|&h| h == 0) {
             return bad(format!("--hidden: layer {} has 0 units; every layer needs at least 1", i + 1));
+        }
+        // Weights and biases of every layer, `(in + 1) * out`, counted without overflowing.
+        let mut sizes = vec![PIXELS];
+        sizes.extend(&self.hidden);
+        sizes.push(CLASSES);
+        let count = sizes.windows(2).try_fold(0usize, |sum, w| w[0].checked_add(1)?.checked_mul(w[1])?.checked_add(sum));
+        if count.is_none_or(|n| n > MAX_PARAMETERS) {
+            return bad(format!("--hidden: the network would have more than {MAX_PARAMETERS} parameters (1 GiB per copy); use narrower layers"));
         }
         self.optimizer.validate().map_err(|e| MnistError::InvalidArgument(format!("{e} (check --lr and --momentum)")))?;
         Ok(())
@@ -521,10 +534,12 @@ mod tests {
     fn invalid_configurations_name_the_flag() {
         let ok = TrainConfig::default();
         ok.validate().unwrap();
-        let cases: [(TrainConfig, &str); 6] = [
+        let cases: [(TrainConfig, &str); 8] = [
             (TrainConfig { batch_size: 0, ..ok.clone() }, "--batch-size"),
             (TrainConfig { epochs: 0, ..ok.clone() }, "--epochs"),
             (TrainConfig { hidden: vec![128, 0], ..ok.clone() }, "layer 2 has 0 units"),
+            (TrainConfig { hidden: vec![99_999_999_999], ..ok.clone() }, "parameters"),
+            (TrainConfig { hidden: vec![usize::MAX, usize::MAX], ..ok.clone() }, "parameters"),
             (TrainConfig { optimizer: Optimizer::sgd(0.0, 0.9), ..ok.clone() }, "--lr"),
             (TrainConfig { optimizer: Optimizer::sgd(0.1, 1.5), ..ok.clone() }, "momentum"),
             (TrainConfig { optimizer: Optimizer::adam(f32::NAN), ..ok.clone() }, "lr"),
