@@ -259,6 +259,9 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     for path in [&args.metrics, &args.save, &args.plot].into_iter().flatten() {
         check_writable(path)?;
     }
+    if let Some(path) = &args.plot {
+        plot::check_plot_path(path)?;
+    }
     let data = load_data(&args.data, args.limit_train)?;
     let selected = select_device(args.device)?;
     match &selected.device {

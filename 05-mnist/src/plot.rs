@@ -24,9 +24,18 @@ fn register_fonts() {
     });
 }
 
+/// Checks that `path` ends in `.png` or `.svg` (before training, not after it).
+pub fn check_plot_path(path: &Path) -> Result<()> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("png" | "svg") => Ok(()),
+        _ => Err(MnistError::InvalidArgument(format!("--plot {}: the file name must end in .png or .svg", path.display()))),
+    }
+}
+
 /// Draws train/test loss (left) and accuracy (right) per epoch into `path`: `.svg` gives an
-/// SVG, anything else (`.png`) a PNG.
+/// SVG, `.png` a PNG.
 pub fn plot_history(path: &Path, history: &[EpochMetrics]) -> Result<()> {
+    check_plot_path(path)?;
     if history.is_empty() {
         return Err(MnistError::Plot("no epochs to plot".into()));
     }
@@ -136,5 +145,16 @@ mod tests {
     #[test]
     fn nothing_to_plot_is_an_error() {
         assert!(plot_history(Path::new("x.png"), &[]).is_err());
+    }
+
+    #[test]
+    fn only_png_and_svg_names_are_accepted() {
+        for ok in ["a.png", "dir/b.SVG"] {
+            check_plot_path(Path::new(ok)).unwrap();
+        }
+        for bad in ["curves.txt", "curves", "curves.jpg"] {
+            let err = check_plot_path(Path::new(bad)).unwrap_err().to_string();
+            assert!(err.contains(".png or .svg"), "{bad}: {err}");
+        }
     }
 }
