@@ -425,29 +425,14 @@ pub fn coop_support(ctx: &GpuContext) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds a compute pipeline without zero-initialising workgroup memory (every kernel writes
-/// its shared tiles before reading them), with the given runtime checks.
+/// Builds a compute pipeline with the given runtime checks, without zero-initialising
+/// workgroup memory (every kernel writes its shared tiles before reading them).
 fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, checks: Checks) -> Result<wgpu::ComputePipeline, GpuError> {
-    ctx.scoped(|| {
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if checks == Checks::All {
-            ctx.device.create_shader_module(desc)
-        } else {
-            // SAFETY: every kernel in this crate guards each storage access with an explicit
-            // test against the shape uniform, and indexes its workgroup and private arrays with
-            // in-range functions of constants and the invocation id; the tests run awkward
-            // shapes through every kernel and transpose to keep it so.
-            unsafe { ctx.device.create_shader_module_trusted(desc, checks.runtime_checks()) }
-        };
-        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(label),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
-            cache: None,
-        })
-    })
+    // SAFETY: every kernel in this crate guards each storage access with an explicit test
+    // against the shape uniform, indexes its workgroup and private arrays with in-range
+    // functions of constants and the invocation id, and writes its shared tiles before reading
+    // them; the tests run awkward shapes through every kernel and transpose to keep it so.
+    unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks.runtime_checks()) }
 }
 
 /// One prepared product: pipeline, bind group and shape uniform. Record it as often as needed.

@@ -120,25 +120,12 @@ impl Kernels {
 /// A compute pipeline for `main`. Workgroup memory is not zero-initialised: every kernel here
 /// writes its shared arrays before reading them, and zeroing costs time in every workgroup.
 fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, bounds_checks: bool) -> Result<wgpu::ComputePipeline, GpuError> {
-    ctx.scoped(|| {
-        let descriptor = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if bounds_checks {
-            ctx.device.create_shader_module(descriptor)
-        } else {
-            // SAFETY: every array index in these kernels is kept in range by the kernel itself
-            // (see each shader's guards); tests run every kernel on awkward shapes, with
-            // smaller batches than the buffers hold, and compare against the CPU.
-            unsafe { ctx.device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) }
-        };
-        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(label),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
-            cache: None,
-        })
-    })
+    let checks =
+        if bounds_checks { wgpu::ShaderRuntimeChecks::checked() } else { wgpu::ShaderRuntimeChecks::unchecked() };
+    // SAFETY: every array index in these kernels is kept in range by the kernel itself (see each
+    // shader's guards) and shared arrays are written before they are read; tests run every
+    // kernel on awkward shapes, with smaller batches than the buffers hold, against the CPU.
+    unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks) }
 }
 
 /// `Batch` in `shaders/common.wgsl`: the live batch size, shared by every dispatch.

@@ -18,25 +18,42 @@ impl GpuContext {
         })
     }
 
-    /// Like [`GpuContext::compute_pipeline`], but without the bounds checks that naga inserts
-    /// around every array access. Those checks cost real time in matmul inner loops; use this
-    /// only for kernels whose every index is provably in range (and tested on awkward shapes).
-    pub fn compute_pipeline_unchecked(
+    /// Like [`GpuContext::compute_pipeline`], with the runtime checks chosen by the caller and
+    /// workgroup memory left uninitialised.
+    ///
+    /// naga wraps every array access in a bounds check (and every loop in a forced bound) by
+    /// default. In matmul inner loops that cost 13-36x on the H200 (stage 03's checks table), so
+    /// the fast kernels turn them off with `wgpu::ShaderRuntimeChecks::unchecked()`. wgpu also
+    /// zero-fills workgroup memory before every workgroup runs; kernels that write their shared
+    /// tiles before reading them do not need that.
+    ///
+    /// # Safety
+    /// With checks off, an out-of-range index is undefined behaviour on the GPU. The shader must
+    /// keep every index in range itself (guarding each access against the shape), must write
+    /// workgroup memory before reading it, and must be tested on awkward shapes against a CPU
+    /// reference, as every kernel of this project is.
+    pub unsafe fn compute_pipeline_trusted(
         &self,
         label: &str,
         wgsl: &str,
         entry: &str,
+        checks: wgpu::ShaderRuntimeChecks,
     ) -> Result<wgpu::ComputePipeline, GpuError> {
         self.scoped(|| {
-            // SAFETY: callers promise that the shader never indexes out of bounds; the kernels
-            // that use this guard every global access with explicit `if` checks on the shape.
-            let module = unsafe {
-                self.device.create_shader_module_trusted(
-                    wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) },
-                    wgpu::ShaderRuntimeChecks::unchecked(),
-                )
-            };
-            self.pipeline_from_module(label, &module, entry)
+            let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+            // SAFETY: forwarded to the caller (see `# Safety`).
+            let module = unsafe { self.device.create_shader_module_trusted(desc, checks) };
+            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: None,
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[],
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            })
         })
     }
 

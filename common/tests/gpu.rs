@@ -1,6 +1,6 @@
 //! The context and helpers on a real adapter (the software one in CI).
 
-use common::{GpuError, GpuTimer, test_context};
+use common::{GpuError, GpuTimer, test_context, wgpu};
 
 const ADD_ONE: &str = r#"
 @group(0) @binding(0) var<storage, read_write> data: array<f32>;
@@ -59,6 +59,29 @@ fn poison_makes_nan_and_reads_reuse_staging() {
     let bytes = ctx.storage_buffer("bytes", &[1u8, 2, 3, 4, 5]).unwrap();
     let back: Vec<u8> = ctx.read(&bytes, 5).unwrap();
     assert_eq!(back, vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn trusted_pipeline_without_checks_computes_the_same() {
+    let ctx = test_context();
+    let input: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let buf = ctx.storage_buffer("data", &input).unwrap();
+    // SAFETY: ADD_ONE guards its only access with `i < arrayLength(&data)`.
+    let pipeline =
+        unsafe { ctx.compute_pipeline_trusted("add one", ADD_ONE, "main", wgpu::ShaderRuntimeChecks::unchecked()) }
+            .unwrap();
+    let bind = ctx.bind_group("add one", &pipeline, 0, &[&buf]).unwrap();
+    let (x, y, z) = ctx.workgroups_1d(input.len() as u64, 64).unwrap();
+    GpuTimer::new(ctx)
+        .time_pass(ctx, "add one", |pass| {
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(x, y, z);
+        })
+        .unwrap();
+    let out: Vec<f32> = ctx.read(&buf, input.len()).unwrap();
+    let expected: Vec<f32> = input.iter().map(|v| v + 1.0).collect();
+    common::assert_same(&out, &expected);
 }
 
 #[test]
