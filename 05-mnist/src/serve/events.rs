@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::api::TrainRequest;
+use crate::metrics::EpochMetrics;
 
 /// The processor a run trains on, as the page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,22 +53,17 @@ pub struct ProgressEvent {
     pub images_per_sec: f64,
 }
 
-/// An epoch ended and was evaluated on the test set: `event: epoch`.
+/// An epoch ended and was evaluated on the test set: `event: epoch`. The JSON object holds the
+/// fields below and, flattened beside them, those of [`EpochMetrics`] (`epoch`, `train_loss`,
+/// `train_acc`, `test_loss`, `test_acc`, `seconds`, `images_per_sec`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochEvent {
     pub run: u64,
-    /// 1-based.
-    pub epoch: usize,
     pub epochs: usize,
     /// The learning rate the epoch trained with.
     pub lr: f32,
-    pub train_loss: f64,
-    pub train_acc: f64,
-    pub test_loss: f64,
-    pub test_acc: f64,
-    /// Training time of the epoch (evaluation not included).
-    pub seconds: f64,
-    pub images_per_sec: f64,
+    #[serde(flatten)]
+    pub metrics: EpochMetrics,
 }
 
 /// The grid's predictions by the model after an epoch (or a loaded one): `event: samples`.

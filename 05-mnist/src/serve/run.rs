@@ -196,18 +196,7 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
         }
         Event::EpochEnd(m) => {
             last_epoch = Some(*m);
-            let event = EpochEvent {
-                run,
-                epoch: m.epoch,
-                epochs: req.epochs,
-                lr: epoch_lr,
-                train_loss: m.train_loss,
-                train_acc: m.train_acc,
-                test_loss: m.test_loss,
-                test_acc: m.test_acc,
-                seconds: m.seconds,
-                images_per_sec: m.images_per_sec,
-            };
+            let event = EpochEvent { run, epochs: req.epochs, lr: epoch_lr, metrics: *m };
             state.update(|live| {
                 live.history.push(event.clone());
                 vec![Published::new("epoch", &event)]
