@@ -8,6 +8,8 @@
 //!   past 65,535 workgroups.
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
 //! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
+//! - what runners print (`report.rs`): the CPU model, times with units, and (feature `plot`)
+//!   the embedded font for plots.
 //!
 //! Stage 01 (`double`) shows every one of these steps written out by hand first.
 
@@ -16,6 +18,7 @@ pub mod check;
 mod context;
 mod error;
 mod pipeline;
+mod report;
 pub mod timing;
 
 pub use buffers::STORAGE_USAGE;
@@ -23,5 +26,8 @@ pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
 pub use context::{ADAPTER_ENV, GpuContext, software_warning, test_context};
 pub use error::GpuError;
 pub use pipeline::workgroups_1d;
+#[cfg(feature = "plot")]
+pub use report::register_fonts;
+pub use report::{cpu_model, cpuinfo, fmt_time};
 pub use timing::{GpuTimer, TimeSource, median};
 pub use wgpu;

@@ -99,6 +99,18 @@ impl GpuContext {
     pub fn workgroups_1d(&self, len: u64, workgroup_size: u32) -> Result<(u32, u32, u32), GpuError> {
         workgroups_1d(len, workgroup_size, self.limits.max_compute_workgroups_per_dimension)
     }
+
+    /// The encoder -> compute pass -> submit block: records `record` into one compute pass of a
+    /// new command encoder (both labelled `label`) and submits it. Does not wait for the GPU;
+    /// wrap it in [`GpuContext::scoped`] to turn a validation error into an `Err`.
+    pub fn submit_pass(&self, label: &str, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> wgpu::SubmissionIndex {
+        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+            record(&mut pass);
+        }
+        self.queue.submit([encoder.finish()])
+    }
 }
 
 /// See [`GpuContext::workgroups_1d`]; `max_per_dim` is the device's per-dimension limit.
