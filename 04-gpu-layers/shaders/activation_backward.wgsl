@@ -3,7 +3,7 @@
 // dy: [batch, cols] arrives as dL/d(output of the activation) and leaves as
 // dL/d(input of the activation); y: [batch, cols] is the activation's forward output.
 
-struct Params {
+struct ActivationParams {
     cols: u32,
     act: u32,
     _pad0: u32,
@@ -13,9 +13,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> dy: array<f32>;
 @group(0) @binding(1) var<storage, read> y: array<f32>;
 @group(0) @binding(2) var<uniform> batch: Batch;
-@group(0) @binding(3) var<uniform> p: Params;
-
-const WG: u32 = 256u;
+@group(0) @binding(3) var<uniform> p: ActivationParams;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

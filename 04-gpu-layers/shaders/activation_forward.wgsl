@@ -3,7 +3,7 @@
 // In place because nothing needs the pre-activation afterwards: the backward pass writes the
 // derivative with the output (activate_grad in common.wgsl).
 
-struct Params {
+struct ActivationParams {
     cols: u32,
     act: u32,
     _pad0: u32,
@@ -12,9 +12,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read_write> y: array<f32>;
 @group(0) @binding(1) var<uniform> batch: Batch;
-@group(0) @binding(2) var<uniform> p: Params;
-
-const WG: u32 = 256u;
+@group(0) @binding(2) var<uniform> p: ActivationParams;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

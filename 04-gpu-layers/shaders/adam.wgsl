@@ -11,8 +11,6 @@
 @group(0) @binding(3) var<storage, read> counters: array<u32>;
 @group(0) @binding(4) var<uniform> o: Opt;
 
-const WG: u32 = 256u;
-
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * WG;

@@ -4,7 +4,7 @@
 // last row of the augmented weight matrix [(in + 1), out], see src/network.rs). One invocation
 // per element; `i % cols` picks the bias, so neighbouring invocations read neighbouring biases.
 
-struct Params {
+struct BiasAddParams {
     cols: u32,
     offset: u32,
     _pad0: u32,
@@ -14,9 +14,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> y: array<f32>;
 @group(0) @binding(1) var<storage, read> bias: array<f32>;
 @group(0) @binding(2) var<uniform> batch: Batch;
-@group(0) @binding(3) var<uniform> p: Params;
-
-const WG: u32 = 256u;
+@group(0) @binding(3) var<uniform> p: BiasAddParams;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -6,7 +6,7 @@
 // so reads are coalesced), then the LANES partial sums meet in a tree in workgroup memory:
 // log2(LANES) steps instead of LANES - 1 sequential additions.
 
-struct Params {
+struct ColumnSumParams {
     cols: u32,
     offset: u32,
     _pad0: u32,
@@ -16,14 +16,14 @@ struct Params {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> batch: Batch;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<uniform> p: ColumnSumParams;
 
-const COLS: u32 = 32u;
+// COLS (columns per workgroup) comes from the prelude: the host sizes the grid with it.
 const LANES: u32 = 8u;
 
-var<workgroup> partial: array<f32, 256>; // [LANES][COLS]
+var<workgroup> partial: array<f32, COLS * LANES>; // [LANES][COLS]
 
-@compute @workgroup_size(32, 8)
+@compute @workgroup_size(COLS, LANES)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let col = wid.x * COLS + lid.x;
     var sum = 0.0;

@@ -1,6 +1,10 @@
 // common.wgsl: the pieces every kernel of this stage shares. The Rust side prepends this file to
 // each kernel's source (WGSL has no #include), so the activation and optimizer formulas are
 // written once for all kernels, like their CPU twins in src/cpu.rs.
+//
+// Before this file comes a prelude that src/wgsl.rs generates from the Rust definitions: the
+// workgroup sizes the host divides by (WG, ROW_WG, and each kernel's tile), MAX_CLASSES, and the
+// ACT_*, OPT_*, MODE_* and COUNTER_* codes. They are defined there once, never here.
 
 // The live batch size, one uniform buffer shared by every dispatch of a network. Buffers are
 // sized for the largest batch; a smaller last batch only rewrites this uniform (no new buffers),
@@ -13,10 +17,7 @@ struct Batch {
     _pad1: u32,
 }
 
-// Activation codes (Activation::code on the Rust side). 0 = none (the output layer).
-const ACT_NONE: u32 = 0u;
-const ACT_RELU: u32 = 1u;
-const ACT_TANH: u32 = 2u;
+// Activations are ACT_NONE (the output layer), ACT_RELU or ACT_TANH (Activation::code in Rust).
 
 // Both activations let NaN through (max(NaN, 0) may return 0 on some GPUs and would hide a
 // broken input), so a NaN anywhere reaches the loss, where take_metrics reports it.
@@ -44,7 +45,7 @@ fn activate_grad(y: f32, act: u32) -> f32 {
     return 1.0;
 }
 
-// Optimizer hyperparameters (OptUniform on the Rust side). `count` is the number of parameters
+// Optimizer hyperparameters (wgsl::Opt on the Rust side), `kind` OPT_SGD or OPT_ADAM. `count` is the number of parameters
 // the dispatch updates: the state buffer holds `count` velocities (SGD) or `count` first moments
 // followed by `count` second moments (Adam). `inputs`/`outputs` give the layer's shape for the
 // fused linear_update kernel (count = (inputs + 1) * outputs there).
@@ -59,9 +60,6 @@ struct Opt {
     beta2: f32,
     eps: f32,
 }
-
-const OPT_SGD: u32 = 0u;
-const OPT_ADAM: u32 = 1u;
 
 // One parameter after one step, with its new state.
 struct Moved {
@@ -87,13 +85,6 @@ fn adam_step(o: Opt, t: u32, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
     return Moved(param - o.lr * m_hat / (sqrt(v_hat) + o.eps), m, v);
 }
 
-// The counters buffer (see metrics in softmax_row.wgsl):
+// The counters buffer (see metrics in softmax_row.wgsl), indexed by the COUNTER_* constants:
 //   [loss low word, loss high word, rows, correct, bad labels, non-finite losses, step, 0].
 // The loss sum is a 64-bit fixed-point number in units of 2^-20, added with integer atomics.
-const COUNTER_LOSS_LO: u32 = 0u;
-const COUNTER_LOSS_HI: u32 = 1u;
-const COUNTER_ROWS: u32 = 2u;
-const COUNTER_CORRECT: u32 = 3u;
-const COUNTER_BAD_LABELS: u32 = 4u;
-const COUNTER_NON_FINITE: u32 = 5u;
-const COUNTER_STEP: u32 = 6u;

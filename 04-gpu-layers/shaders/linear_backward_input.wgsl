@@ -5,7 +5,7 @@
 // -> dx: [batch, in] (dL/d pre-activation of the layer below). Used between two hidden layers;
 // one invocation per element of dx, each a dot product of a dy row and a W row.
 
-struct Params {
+struct LinearParams {
     inputs: u32,
     outputs: u32,
     act: u32,
@@ -17,9 +17,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> h: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(4) var<uniform> batch: Batch;
-@group(0) @binding(5) var<uniform> p: Params;
-
-const WG: u32 = 256u;
+@group(0) @binding(5) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

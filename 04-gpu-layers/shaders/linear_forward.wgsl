@@ -14,7 +14,7 @@
 // Lanes of a subgroup run along the columns: their weight reads are contiguous, and their x
 // reads are one value broadcast to all.
 
-struct Params {
+struct LinearParams {
     inputs: u32,
     outputs: u32,
     act: u32,
@@ -25,15 +25,16 @@ struct Params {
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> batch: Batch;
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(4) var<uniform> p: LinearParams;
 
-const TN: u32 = 32u; // columns per workgroup (workgroup_size.x)
+// From the prelude (the host sizes the grid with them): TN columns per workgroup
+// (workgroup_size.x) and TR rows per workgroup, one accumulator each per invocation. The kernel
+// reads its TR rows as one vec4, so TR is 4.
 const KS: u32 = 16u; // slices of the k loop (workgroup_size.y)
-const TR: u32 = 4u;  // rows per workgroup, one accumulator each per invocation
 
-var<workgroup> partial: array<f32, 2048>; // [KS][TR][TN]
+var<workgroup> partial: array<f32, KS * TR * TN>; // [KS][TR][TN]
 
-@compute @workgroup_size(32, 16)
+@compute @workgroup_size(TN, KS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let row0 = wid.y * TR;
     if row0 >= batch.rows {

@@ -41,7 +41,7 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
-const T: u32 = 32u; // parameters per tile side
+// T, the parameters per tile side, comes from the prelude (the host sizes the grid with it).
 const R: u32 = 32u; // batch rows staged per round
 
 var<workgroup> xs: array<f32, 1024>; // [R][T]: x rows, k0..k0+T

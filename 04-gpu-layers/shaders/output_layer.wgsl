@@ -14,7 +14,7 @@
 // workgroup-memory read of ~30 cycles instead of a global one of several hundred, which matters
 // because steps 1 and 3 are chains of dependent multiply-adds.
 
-struct Params {
+struct OutputLayerParams {
     inputs: u32,
     classes: u32,
     mode: u32,
@@ -29,7 +29,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> dh: array<f32>;
 @group(0) @binding(5) var<storage, read_write> counters: array<atomic<u32>>;
 @group(0) @binding(6) var<uniform> batch: Batch;
-@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> p: OutputLayerParams;
 
 const W_SHARED: u32 = 4096u; // floats of [W; b] that can be staged (16 KiB)
 const H_SHARED: u32 = 1024u; // floats of one row of h that can be staged (4 KiB)

@@ -8,8 +8,6 @@
 @group(0) @binding(2) var<storage, read_write> velocity: array<f32>;
 @group(0) @binding(3) var<uniform> o: Opt;
 
-const WG: u32 = 256u;
-
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * WG;

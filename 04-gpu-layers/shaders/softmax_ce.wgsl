@@ -6,7 +6,7 @@
 // Fusing the three (softmax, loss, gradient) saves two dispatches and two round trips of the
 // [batch, classes] tensor through memory.
 
-struct Params {
+struct SoftmaxCeParams {
     classes: u32,
     mode: u32,
     _pad0: u32,
@@ -18,7 +18,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<storage, read_write> counters: array<atomic<u32>>;
 @group(0) @binding(4) var<uniform> batch: Batch;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(5) var<uniform> p: SoftmaxCeParams;
 
 @compute @workgroup_size(ROW_WG)
 fn main(

@@ -9,13 +9,11 @@
 // The gradient of the MEAN loss over the batch with respect to the logits is
 //     dL/dz_c = (p_c - [c == label]) / batch.
 
-const ROW_WG: u32 = 64u;
-const MAX_CLASSES: u32 = 1024u;
+// One workgroup of ROW_WG invocations per row; at most MAX_CLASSES classes (both from the
+// prelude). The mode is MODE_TRAIN (write dL/dz, add loss/correct/rows, count the step),
+// MODE_EVAL (write probabilities, add loss/correct/rows) or MODE_PREDICT (probabilities only,
+// no labels).
 const NO_INDEX: u32 = 0xffffffffu;
-
-const MODE_TRAIN: u32 = 0u;   // write dL/dz, add loss/correct/rows, count the step
-const MODE_EVAL: u32 = 1u;    // write probabilities, add loss/correct/rows
-const MODE_PREDICT: u32 = 2u; // write probabilities only (no labels)
 
 // In: the row's logits. Out: dL/dz (train) or the probabilities (eval, predict).
 var<workgroup> row_values: array<f32, MAX_CLASSES>;

@@ -9,7 +9,7 @@
 
 use cpu_matrix::Matrix;
 
-use crate::tape::{Mode, Product};
+use crate::tape::{Mode, Transpose};
 use crate::{Activation, LayersError, Optimizer};
 
 /// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`, NaN
@@ -191,22 +191,18 @@ pub fn update(params: &mut [f32], grads: &[f32], state: &mut [f32], opt: Optimiz
     }
 }
 
-/// `out = op(a) * op(b)` with cpu-matrix (stage 02). a, b: row-major with the given shapes.
+/// `out = op(a) * op(b)` with stage 02's best CPU kernel, `op` chosen by `t`. a, b: row-major
+/// with the given shapes.
 pub fn matmul(
     a: &[f32],
     a_shape: (usize, usize),
     b: &[f32],
     b_shape: (usize, usize),
-    product: Product,
+    t: Transpose,
 ) -> Result<Vec<f32>, LayersError> {
     let a = Matrix::new(a_shape.0, a_shape.1, a.to_vec())?;
     let b = Matrix::new(b_shape.0, b_shape.1, b.to_vec())?;
-    let out = match product {
-        Product::AB => cpu_matrix::matmul(&a, &b)?,
-        Product::AtB => cpu_matrix::matmul_at_b(&a, &b)?,
-        Product::ABt => cpu_matrix::matmul_a_bt(&a, &b)?,
-    };
-    Ok(out.data)
+    Ok(cpu_matrix::matmul_t(cpu_matrix::CpuKernel::BEST, t, &a, &b)?.data)
 }
 
 /// `linear_forward.wgsl`: `y = act(x W + b)`; x: `[rows, inputs]`, params: `[(inputs + 1), outputs]`
@@ -220,7 +216,7 @@ pub fn linear_forward(
     act: Option<Activation>,
 ) -> Result<Vec<f32>, LayersError> {
     let (w, b) = params.split_at(inputs * outputs);
-    let mut y = matmul(x, (rows, inputs), w, (inputs, outputs), Product::AB)?;
+    let mut y = matmul(x, (rows, inputs), w, (inputs, outputs), Transpose::None)?;
     bias_add(&mut y, outputs, b);
     if let Some(act) = act {
         activation_forward(&mut y, act);
@@ -240,7 +236,7 @@ pub fn linear_backward_input(
     act: Activation,
 ) -> Result<Vec<f32>, LayersError> {
     let w = &params[..inputs * outputs];
-    let mut dx = matmul(dy, (rows, outputs), w, (inputs, outputs), Product::ABt)?;
+    let mut dx = matmul(dy, (rows, outputs), w, (inputs, outputs), Transpose::B)?;
     activation_backward(&mut dx, h, act);
     Ok(dx)
 }
@@ -248,7 +244,7 @@ pub fn linear_backward_input(
 /// The gradient half of `linear_update.wgsl`: `[x | 1]^T dy`; x: `[rows, inputs]`,
 /// dy: `[rows, outputs]` -> `[(inputs + 1), outputs]` (dW = x^T dy, then db = column sums).
 pub fn linear_grads(x: &[f32], rows: usize, inputs: usize, dy: &[f32], outputs: usize) -> Result<Vec<f32>, LayersError> {
-    let mut g = matmul(x, (rows, inputs), dy, (rows, outputs), Product::AtB)?;
+    let mut g = matmul(x, (rows, inputs), dy, (rows, outputs), Transpose::A)?;
     let mut db = vec![0.0; outputs];
     column_sum(dy, outputs, &mut db);
     g.extend_from_slice(&db);

@@ -1,5 +1,7 @@
 //! The WGSL kernels of this stage, compiled on first use and shared by every trainer that holds
-//! the same [`Kernels`], plus the uniform structs they read.
+//! the same [`Kernels`]. What each kernel's source is made of: the generated prelude of shared
+//! constants (`wgsl.rs`), `shaders/common.wgsl`, `shaders/softmax_row.wgsl` for the two loss
+//! kernels, then the kernel's own file (WGSL has no `#include`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use common::{GpuContext, GpuError};
 use gpu_matmul::{Kernel, Matmul};
 
-use crate::LayersError;
+use crate::{LayersError, wgsl};
 
 const COMMON: &str = include_str!("../shaders/common.wgsl");
 const SOFTMAX_ROW: &str = include_str!("../shaders/softmax_row.wgsl");
@@ -29,6 +31,21 @@ pub enum KernelId {
 }
 
 impl KernelId {
+    /// Every kernel.
+    pub const ALL: [KernelId; 11] = [
+        KernelId::BiasAdd,
+        KernelId::ActivationForward,
+        KernelId::ActivationBackward,
+        KernelId::SoftmaxCe,
+        KernelId::ColumnSum,
+        KernelId::Sgd,
+        KernelId::Adam,
+        KernelId::LinearForward,
+        KernelId::OutputLayer,
+        KernelId::LinearBackwardInput,
+        KernelId::LinearUpdate,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             KernelId::BiasAdd => "bias_add",
@@ -45,23 +62,54 @@ impl KernelId {
         }
     }
 
-    /// The kernel's file, with the shared pieces it needs prepended.
-    pub fn source(self) -> String {
+    /// The grid constants of this kernel the host divides by, as `(WGSL name, value)`: written
+    /// into its prelude (the shared ones, like `WG`, are in every prelude).
+    pub fn tile_constants(self) -> &'static [(&'static str, u32)] {
+        match self {
+            KernelId::ColumnSum => &[("COLS", wgsl::COLUMN_SUM_COLS)],
+            KernelId::LinearForward => &[("TN", wgsl::LINEAR_FORWARD_TN), ("TR", wgsl::LINEAR_FORWARD_TR)],
+            KernelId::LinearUpdate => &[("T", wgsl::LINEAR_UPDATE_T)],
+            _ => &[],
+        }
+    }
+
+    /// The files this kernel is made of, in order, as `(path, text)`.
+    pub fn files(self) -> Vec<(&'static str, &'static str)> {
         let body = match self {
-            KernelId::BiasAdd => include_str!("../shaders/bias_add.wgsl"),
-            KernelId::ActivationForward => include_str!("../shaders/activation_forward.wgsl"),
-            KernelId::ActivationBackward => include_str!("../shaders/activation_backward.wgsl"),
-            KernelId::SoftmaxCe => include_str!("../shaders/softmax_ce.wgsl"),
-            KernelId::ColumnSum => include_str!("../shaders/column_sum.wgsl"),
-            KernelId::Sgd => include_str!("../shaders/sgd.wgsl"),
-            KernelId::Adam => include_str!("../shaders/adam.wgsl"),
-            KernelId::LinearForward => include_str!("../shaders/linear_forward.wgsl"),
-            KernelId::OutputLayer => include_str!("../shaders/output_layer.wgsl"),
-            KernelId::LinearBackwardInput => include_str!("../shaders/linear_backward_input.wgsl"),
-            KernelId::LinearUpdate => include_str!("../shaders/linear_update.wgsl"),
+            KernelId::BiasAdd => ("shaders/bias_add.wgsl", include_str!("../shaders/bias_add.wgsl")),
+            KernelId::ActivationForward => {
+                ("shaders/activation_forward.wgsl", include_str!("../shaders/activation_forward.wgsl"))
+            }
+            KernelId::ActivationBackward => {
+                ("shaders/activation_backward.wgsl", include_str!("../shaders/activation_backward.wgsl"))
+            }
+            KernelId::SoftmaxCe => ("shaders/softmax_ce.wgsl", include_str!("../shaders/softmax_ce.wgsl")),
+            KernelId::ColumnSum => ("shaders/column_sum.wgsl", include_str!("../shaders/column_sum.wgsl")),
+            KernelId::Sgd => ("shaders/sgd.wgsl", include_str!("../shaders/sgd.wgsl")),
+            KernelId::Adam => ("shaders/adam.wgsl", include_str!("../shaders/adam.wgsl")),
+            KernelId::LinearForward => ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl")),
+            KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
+            KernelId::LinearBackwardInput => {
+                ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
+            }
+            KernelId::LinearUpdate => ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl")),
         };
-        let softmax = if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer) { SOFTMAX_ROW } else { "" };
-        format!("{COMMON}\n{softmax}\n{body}")
+        let mut files = vec![("shaders/common.wgsl", COMMON)];
+        if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer) {
+            files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
+        }
+        files.push(body);
+        files
+    }
+
+    /// The kernel's source: the generated prelude, then its files.
+    pub fn source(self) -> String {
+        let mut src = wgsl::prelude(self.tile_constants());
+        for (_, text) in self.files() {
+            src.push('\n');
+            src.push_str(text);
+        }
+        src
     }
 }
 
@@ -126,58 +174,4 @@ fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, bounds_checks: bool
     // shader's guards) and shared arrays are written before they are read; tests run every
     // kernel on awkward shapes, with smaller batches than the buffers hold, against the CPU.
     unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks) }
-}
-
-/// `Batch` in `shaders/common.wgsl`: the live batch size, shared by every dispatch.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct BatchUniform {
-    pub rows: u32,
-    pub inv_rows: f32,
-    pub _pad: [u32; 2],
-}
-
-impl BatchUniform {
-    pub fn new(rows: usize) -> Self {
-        Self { rows: rows as u32, inv_rows: 1.0 / rows as f32, _pad: [0; 2] }
-    }
-}
-
-/// The four-u32 `Params` struct most kernels read (the meaning of each field is the kernel's).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct Params4(pub [u32; 4]);
-
-/// `Opt` in `shaders/common.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct OptUniform {
-    pub count: u32,
-    pub inputs: u32,
-    pub outputs: u32,
-    pub kind: u32,
-    pub lr: f32,
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-}
-
-/// `Update` in `shaders/linear_update.wgsl`: the optimizer and two layers' shapes, each
-/// `[inputs, outputs, tiles along outputs, first workgroup]`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct UpdateUniform {
-    pub opt: OptUniform,
-    pub a: [u32; 4],
-    pub b: [u32; 4],
-}
-
-impl OptUniform {
-    pub fn new(opt: crate::Optimizer, count: usize, inputs: usize, outputs: usize) -> Self {
-        let (kind, lr, beta1, beta2, eps) = match opt {
-            crate::Optimizer::Sgd { lr, momentum } => (0, lr, momentum, 0.0, 0.0),
-            crate::Optimizer::Adam { lr, beta1, beta2, eps } => (1, lr, beta1, beta2, eps),
-        };
-        Self { count: count as u32, inputs: inputs as u32, outputs: outputs as u32, kind, lr, beta1, beta2, eps }
-    }
 }

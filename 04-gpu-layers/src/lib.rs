@@ -5,13 +5,18 @@
 //!   (ReLU, tanh), `softmax_ce` (fused, stable softmax + cross-entropy + dL/dlogits + loss and
 //!   correct count on the GPU), `column_sum` (parallel reduction), `sgd`, `adam`. Fused layer
 //!   kernels: `linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`.
+//! - [`wgsl`]: the Rust <-> WGSL contract: the constants both sides share (generated into every
+//!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct.
 //! - [`cpu`]: the CPU twin of every kernel, same names and shapes.
-//! - [`tape`]: the tensor ops ([`Op`]) both devices implement.
+//! - [`tape`]: the tensor ops ([`Op`]) both devices implement. A tape is a hand-written list of
+//!   them (not automatic differentiation).
 //! - [`network`]: the layers ([`Linear`], [`ActivationLayer`], [`SoftmaxCrossEntropy`]) and the
 //!   [`Network`] (our `Sequential`) that writes a training step as a tape of ops, composed from
 //!   primitives or [`Fusion::Fused`].
-//! - [`CpuTrainer`] runs the tapes on the CPU (the reference); [`GpuTrainer`] prepares every
-//!   dispatch once with the [`BufferManager`] and then only records.
+//! - Running a tape: [`CpuTape`] (`cpu_tape.rs`, op by op through `cpu_dispatch.rs`) and
+//!   [`GpuTape`] (`gpu_tape.rs`; each op prepared once as a dispatch by `gpu_dispatch.rs`, with
+//!   the [`BufferManager`], then only recorded).
+//! - [`CpuTrainer`] (the reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
 //!
 //! On the GPU a training loop looks like this (stage 05 writes batches with a gather kernel
 //! instead of `write_batch`):
@@ -27,14 +32,12 @@
 //! let x = Matrix::random_uniform(64, 784, 0.0, 1.0, 1);
 //! let labels: Vec<u8> = (0..64).map(|i| (i % 10) as u8).collect();
 //! trainer.write_batch(&ctx, &x, &labels)?;   // upload + set_batch
-//! let mut encoder = ctx.device.create_command_encoder(&Default::default());
-//! {
-//!     let mut pass = encoder.begin_compute_pass(&Default::default());
+//! // One command encoder, one compute pass, one submit (common's `submit_pass`):
+//! ctx.submit_pass("train", |pass| {
 //!     for _ in 0..10 {
-//!         trainer.record_step(&mut pass);    // 3 dispatches, no CPU work, no read-back
+//!         trainer.record_step(pass);        // 3 dispatches, no CPU work, no read-back
 //!     }
-//! }
-//! ctx.queue.submit([encoder.finish()]);
+//! });
 //! let m = trainer.take_metrics(&ctx)?;       // the only read-back
 //! println!("loss {:.3}, accuracy {:.1}%", m.mean_loss(), 100.0 * m.accuracy());
 //! # Ok(()) }
@@ -42,19 +45,26 @@
 
 mod buffers;
 pub mod cpu;
+mod cpu_dispatch;
+mod cpu_tape;
 mod cpu_trainer;
 mod error;
+mod gpu_dispatch;
+mod gpu_tape;
 mod gpu_trainer;
 mod kernels;
 pub mod network;
 mod spec;
 pub mod tape;
+pub mod wgsl;
 
 pub use buffers::{Allocations, BufferManager};
-pub use cpu_trainer::{CpuTape, CpuTrainer};
+pub use cpu_tape::CpuTape;
+pub use cpu_trainer::CpuTrainer;
 pub use error::LayersError;
-pub use gpu_trainer::{GpuTape, GpuTrainer, ProgramId};
+pub use gpu_tape::{GpuTape, TapeId};
+pub use gpu_trainer::GpuTrainer;
 pub use kernels::{KernelId, Kernels};
 pub use network::{ActivationLayer, Fusion, Linear, Network, SoftmaxCrossEntropy};
 pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
-pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, Product, TensorId, TensorInfo, View};
+pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};

@@ -6,13 +6,15 @@
 //! tapes: a training step, an evaluation, a prediction. The CPU and GPU trainers run those.
 //!
 //! [`Fusion`] picks the vocabulary. `Composed` uses the primitives (stage 03's matmul, bias add,
-//! activation, softmax-CE, column sum, SGD/Adam): 16 ops per step for one hidden layer.
-//! `Fused` uses four kernels that each do several primitives in one dispatch: 4 ops per step.
+//! activation, softmax-CE, column sum, SGD/Adam): 14 ops per training step for one hidden layer.
+//! `Fused` uses four kernels that each do several primitives in one dispatch: 3 ops per step
+//! (the tests below list both tapes op by op).
 //! The GPU trainer defaults to `Fused` (every dispatch costs microseconds of fixed overhead; see
 //! the README), the CPU trainer to `Composed` (the reference). Both tapes compute the same math,
 //! which the tests check op by op and step by step.
 
-use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, Product, TensorId, TensorInfo, View};
+use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
+use crate::wgsl::{COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS};
 use crate::{Activation, LayersError, NetworkSpec, Optimizer};
 
 /// Which ops the tapes are written with (see the module docs).
@@ -57,7 +59,7 @@ impl Linear {
     /// x: `[B, in]` -> y: `[B, out]`, `y = x W + b` (matmul, then bias add).
     pub fn forward(&self, x: View, y: View) -> Vec<Op> {
         vec![
-            Op::Matmul { a: x, b: self.weight(), out: y, product: Product::AB },
+            Op::Matmul { a: x, b: self.weight(), out: y, t: Transpose::None },
             Op::BiasAdd { y, bias: self.params, offset: self.bias_offset() },
         ]
     }
@@ -69,7 +71,7 @@ impl Linear {
 
     /// dy: `[B, out]` -> dx: `[B, in]`, `dx = dy W^T` (dL/d this layer's input).
     pub fn backward_input(&self, dy: View, dx: View) -> Op {
-        Op::Matmul { a: dy, b: self.weight(), out: dx, product: Product::ABt }
+        Op::Matmul { a: dy, b: self.weight(), out: dx, t: Transpose::B }
     }
 
     /// dy: `[B, out]`, h: `[B, in]` -> dx: `[B, in]`, `dx = (dy W^T) * act'(h)`, where `h` is the
@@ -83,7 +85,7 @@ impl Linear {
     pub fn backward_params(&self, x: View, dy: View) -> Vec<Op> {
         let g_w = View { tensor: self.grads, rows: Dim::Fixed(self.inputs), cols: self.outputs };
         vec![
-            Op::Matmul { a: x, b: dy, out: g_w, product: Product::AtB },
+            Op::Matmul { a: x, b: dy, out: g_w, t: Transpose::A },
             Op::ColumnSum { x: dy, out: self.grads, offset: self.bias_offset() },
         ]
     }
@@ -138,16 +140,7 @@ impl SoftmaxCrossEntropy {
     }
 }
 
-/// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
-/// The loss sum is a 64-bit fixed-point number in units of 2^-20 (see `cpu::loss_to_fixed`).
-pub const COUNTERS: usize = 8;
-pub(crate) const COUNTER_LOSS_LO: usize = 0;
-pub(crate) const COUNTER_LOSS_HI: usize = 1;
-pub(crate) const COUNTER_ROWS: usize = 2;
-pub(crate) const COUNTER_CORRECT: usize = 3;
-pub(crate) const COUNTER_BAD_LABELS: usize = 4;
-pub(crate) const COUNTER_NON_FINITE: usize = 5;
-pub(crate) const COUNTER_STEP: usize = 6;
+pub use crate::wgsl::COUNTERS;
 
 /// A multilayer perceptron as tensors and tapes: our `Sequential`.
 #[derive(Debug, Clone, PartialEq)]

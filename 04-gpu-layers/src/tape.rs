@@ -1,11 +1,15 @@
 //! The small set of tensor operations both devices implement, and the "tape": one training step
 //! (or evaluation, or prediction) written as a list of them.
 //!
-//! The layers in `network.rs` never touch a device. They emit [`Op`]s that name tensors by
-//! [`TensorId`]; the CPU trainer runs each op with the twins in `cpu.rs`, and the GPU trainer
-//! turns each op into a prepared dispatch once (pipeline + bind group + workgroup counts) and
-//! replays that list every step. So the math of a layer is written once, and the CPU path is
-//! the reference for the GPU path op by op.
+//! A tape here is a **hand-written list of ops**, not automatic differentiation: nothing records
+//! a forward pass and replays it backwards. Each layer in `network.rs` writes its own backward
+//! ops next to its forward ones, and [`crate::Network`] strings them into three tapes (train,
+//! eval, predict) once, when it is built. The layers never touch a device. They emit [`Op`]s
+//! that name tensors by [`TensorId`]; the CPU runs a tape op by op with the twins in `cpu.rs`
+//! (`cpu_tape.rs`, `cpu_dispatch.rs`), and the GPU turns each op into a prepared dispatch once
+//! (`gpu_dispatch.rs`: pipeline + bind group + workgroup counts) and replays that list every step
+//! (`gpu_tape.rs`). So the math of a layer is written once, and the CPU path is the reference
+//! for the GPU path op by op.
 
 use crate::{Activation, Optimizer};
 
@@ -62,16 +66,10 @@ pub struct View {
     pub cols: usize,
 }
 
-/// Which product a [`Op::Matmul`] computes (stage 03's `Transpose`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Product {
-    /// `a [m, k] * b [k, n]`.
-    AB,
-    /// `a^T * b`: a `[k, m]`, b `[k, n]` (weight gradients `x^T dy`).
-    AtB,
-    /// `a * b^T`: a `[m, k]`, b `[n, k]` (input gradients `dy W^T`).
-    ABt,
-}
+/// Which operand an [`Op::Matmul`] reads transposed: stage 02's (and stage 03's) `Transpose`.
+/// `None`: `a [m, k] * b [k, n]`; `A`: `a^T * b` with a `[k, m]`, b `[k, n]` (weight gradients
+/// `x^T dy`); `B`: `a * b^T` with a `[m, k]`, b `[n, k]` (input gradients `dy W^T`).
+pub use cpu_matrix::Transpose;
 
 /// What the loss op does with its row: see `shaders/softmax_row.wgsl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +88,8 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     // ---- primitives: the "composed" tapes use these -------------------------------------
-    /// `out = op(a) * op(b)` (see [`Product`]).
-    Matmul { a: View, b: View, out: View, product: Product },
+    /// `out = op(a) * op(b)`, `op` the transpose `t` names (see [`Transpose`]).
+    Matmul { a: View, b: View, out: View, t: Transpose },
     /// `y[r, c] += bias[offset + c]`; y: `[B, cols]`.
     BiasAdd { y: View, bias: TensorId, offset: usize },
     /// `y = act(y)` in place.

@@ -4,7 +4,7 @@
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuTape, Dim, Elem, GpuTape, Kernels, LayerUpdate, Mode, Op, Optimizer, Product, TensorId, TensorInfo, View,
+    Activation, CpuTape, Dim, Elem, GpuTape, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -51,7 +51,7 @@ impl Case {
         let mut rng = rand::rngs::StdRng::seed_from_u64(max_batch as u64 * 1000 + batch as u64);
         let mut cpu = CpuTape::new(&self.tensors, max_batch).unwrap();
         let mut gpu = GpuTape::new(ctx, &self.tensors, max_batch).unwrap();
-        let program = gpu.add_program(ctx, kernels, ops).unwrap();
+        let tape = gpu.add_tape(ctx, kernels, ops).unwrap();
         cpu.set_batch(batch).unwrap();
         gpu.set_batch(ctx, batch).unwrap();
         for (i, t) in self.tensors.iter().enumerate() {
@@ -83,7 +83,7 @@ impl Case {
             }
         }
         cpu.run(ops).unwrap();
-        gpu.run(ctx, program, 1).unwrap();
+        gpu.run(ctx, tape, 1).unwrap();
         for (i, t) in self.tensors.iter().enumerate() {
             let id = TensorId(i);
             let n = t.capacity(max_batch);
@@ -129,31 +129,31 @@ const WIDTHS: [usize; 4] = [1, 17, 63, 65];
 fn matmul_all_products() {
     for (mb, b) in BATCHES {
         for (k, n) in [(17, 63), (65, 1), (257, 65)] {
-            for product in [Product::AB, Product::AtB, Product::ABt] {
+            for t in [Transpose::None, Transpose::A, Transpose::B] {
                 let mut c = Case::new();
-                // x: [B, k]. AB: x [B,k] * w [k,n]. AtB: x^T [k,B] * y [B,n]. ABt: y [B,n] * w^T ([k,n] stored).
-                let (a, b_t, out) = match product {
-                    Product::AB => (
+                // x: [B, k]. None: x [B,k] * w [k,n]. A: x^T [k,B] * y [B,n]. B: y [B,n] * w^T ([k,n] stored).
+                let (a, b_t, out) = match t {
+                    Transpose::None => (
                         c.tensor("x", Dim::Batch, k, Elem::F32),
                         c.tensor("w", Dim::Fixed(k), n, Elem::F32),
                         c.output("out", Dim::Batch, n),
                     ),
-                    Product::AtB => (
+                    Transpose::A => (
                         c.tensor("x", Dim::Batch, k, Elem::F32),
                         c.tensor("y", Dim::Batch, n, Elem::F32),
                         c.output("out", Dim::Fixed(k), n),
                     ),
-                    Product::ABt => (
+                    Transpose::B => (
                         c.tensor("y", Dim::Batch, n, Elem::F32),
                         c.tensor("w", Dim::Fixed(k), n, Elem::F32),
                         c.output("out", Dim::Batch, k),
                     ),
                 };
-                let op = Op::Matmul { a: c.view(a), b: c.view(b_t), out: c.view(out), product };
-                let inner = match product {
-                    Product::AB => k,
-                    Product::AtB => b,
-                    Product::ABt => n,
+                let op = Op::Matmul { a: c.view(a), b: c.view(b_t), out: c.view(out), t };
+                let inner = match t {
+                    Transpose::None => k,
+                    Transpose::A => b,
+                    Transpose::B => n,
                 };
                 c.check(&[op], mb, b, tol(inner));
             }

@@ -1,0 +1,110 @@
+//! Op -> twin: how the CPU runs each [`Op`] of a tape, the mirror of `gpu_dispatch.rs`. Each op
+//! calls its twin in `cpu.rs` on the live rows (`B`, the current batch) of the tensors it names,
+//! and the loss ops add to the counters as the kernels do with atomics.
+//!
+//! | op | twin (`cpu.rs`) | reads | writes |
+//! |---|---|---|---|
+//! | `Matmul` | `matmul` (stage 02's best kernel) | a, b | out |
+//! | `BiasAdd` | `bias_add` | y, bias | y |
+//! | `Activate` | `activation_forward` | y | y |
+//! | `ActivateBackward` | `activation_backward` | dy, y | dy |
+//! | `SoftmaxCrossEntropy` | `softmax_cross_entropy` | logits, labels | out, counters |
+//! | `ColumnSum` | `column_sum` | x | out |
+//! | `Update` | `update` (`sgd` / `adam`) | grads, counters (step) | params, state |
+//! | `LinearForward` | `linear_forward` | x, params | y |
+//! | `OutputLayer` | `output_layer` | h, params, labels | out, dh, counters |
+//! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h | dx |
+//! | `LinearUpdate` | `linear_grads`, then `update`, per layer | x, dy, counters (step) | grads, params, state |
+
+use crate::cpu_tape::CpuTape;
+use crate::tape::Op;
+use crate::wgsl::COUNTER_STEP;
+use crate::{LayersError, cpu};
+
+/// Runs one op on `tape`'s tensors (see the table above).
+pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
+    let b = tape.batch;
+    let inv_rows = 1.0 / b as f32;
+    match *op {
+        Op::Matmul { a, b: bv, out, t } => {
+            let r = cpu::matmul(tape.get(a), (a.rows.at(b), a.cols), tape.get(bv), (bv.rows.at(b), bv.cols), t)?;
+            tape.f32s[out.tensor.0][..r.len()].copy_from_slice(&r);
+        }
+        Op::BiasAdd { y, bias, offset } => {
+            let n = tape.len(y);
+            tape.with_mut(y.tensor, |t, yv| cpu::bias_add(&mut yv[..n], y.cols, &t.f32s[bias.0][offset..offset + y.cols]));
+        }
+        Op::Activate { y, act } => {
+            let n = tape.len(y);
+            cpu::activation_forward(&mut tape.f32s[y.tensor.0][..n], act);
+        }
+        Op::ActivateBackward { dy, y, act } => {
+            let n = tape.len(dy);
+            tape.with_mut(dy.tensor, |t, d| cpu::activation_backward(&mut d[..n], t.get(y), act));
+        }
+        Op::SoftmaxCrossEntropy { logits, labels, out, counters, mode } => {
+            let n = tape.len(out);
+            let labels = tape.u32s[labels.0][..b].to_vec();
+            let stats = tape.with_mut(out.tensor, |t, o| {
+                cpu::softmax_cross_entropy(t.get(logits), logits.cols, &labels, mode, inv_rows, &mut o[..n])
+            });
+            tape.count(counters, stats, mode);
+        }
+        Op::ColumnSum { x, out, offset } => {
+            tape.with_mut(out, |t, o| cpu::column_sum(t.get(x), x.cols, &mut o[offset..offset + x.cols]));
+        }
+        Op::Update { params, grads, state, counters, len, opt } => {
+            let step = tape.u32s[counters.0][COUNTER_STEP];
+            let g = tape.f32s[grads.0][..len].to_vec();
+            let mut st = std::mem::take(&mut tape.f32s[state.0]);
+            cpu::update(&mut tape.f32s[params.0][..len], &g, &mut st, opt, step);
+            tape.f32s[state.0] = st;
+        }
+        Op::LinearForward { x, params, y, act } => {
+            let r = cpu::linear_forward(tape.get(x), b, x.cols, &tape.f32s[params.0], y.cols, act)?;
+            tape.f32s[y.tensor.0][..r.len()].copy_from_slice(&r);
+        }
+        Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
+            let labels = tape.u32s[labels.0][..b].to_vec();
+            let n_out = tape.len(out);
+            let mut o = std::mem::take(&mut tape.f32s[out.tensor.0]);
+            let mut d = dh.map(|(v, _)| std::mem::take(&mut tape.f32s[v.tensor.0]));
+            let dh_arg = match (dh, d.as_mut()) {
+                (Some((v, act)), Some(d)) => Some((&mut d[..tape.len(v)], act)),
+                _ => None,
+            };
+            let stats = cpu::output_layer(
+                tape.get(h),
+                b,
+                h.cols,
+                &tape.f32s[params.0],
+                out.cols,
+                &labels,
+                mode,
+                inv_rows,
+                &mut o[..n_out],
+                dh_arg,
+            );
+            tape.f32s[out.tensor.0] = o;
+            if let (Some((v, _)), Some(d)) = (dh, d) {
+                tape.f32s[v.tensor.0] = d;
+            }
+            tape.count(counters, stats?, mode);
+        }
+        Op::LinearBackwardInput { dy, params, h, act, dx } => {
+            let r = cpu::linear_backward_input(tape.get(dy), b, dy.cols, &tape.f32s[params.0], dx.cols, tape.get(h), act)?;
+            tape.f32s[dx.tensor.0][..r.len()].copy_from_slice(&r);
+        }
+        Op::LinearUpdate { first, second, counters, opt } => {
+            let step = tape.u32s[counters.0][COUNTER_STEP];
+            for l in std::iter::once(first).chain(second) {
+                let g = cpu::linear_grads(tape.get(l.x), b, l.x.cols, tape.get(l.dy), l.dy.cols)?;
+                tape.f32s[l.grads.0][..g.len()].copy_from_slice(&g);
+                let mut st = std::mem::take(&mut tape.f32s[l.state.0]);
+                cpu::update(&mut tape.f32s[l.params.0][..g.len()], &g, &mut st, opt, step);
+                tape.f32s[l.state.0] = st;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! Op -> dispatch: how each [`Op`] of a tape becomes one prepared GPU dispatch (a pipeline, a
+//! bind group and a workgroup grid), made once when [`GpuTape::add_tape`] takes the tape. The
+//! CPU mirror is `cpu_dispatch.rs`.
+//!
+//! Every kernel binds its tensors in the order below, then the shared `batch` uniform (except
+//! the optimizers, which do not read the batch), then its own uniform (`wgsl.rs`). `B` is the
+//! largest batch (buffers and grids are sized for it; kernels skip rows past the live batch),
+//! `WG`, `ROW_WG`, `COLS`, `TN`, `TR` and `T` the constants of `wgsl.rs`.
+//!
+//! | op | kernel | tensors bound | uniform | grid (workgroups) |
+//! |---|---|---|---|---|
+//! | `Matmul` | stage 03's `Matmul` (`Kernel::BEST`) | a, b, out | its own shape uniform | stage 03's tiles |
+//! | `BiasAdd` | `bias_add` | y, bias | `BiasAddParams` | `B*cols / WG` |
+//! | `Activate` | `activation_forward` | y | `ActivationParams` | `B*cols / WG` |
+//! | `ActivateBackward` | `activation_backward` | dy, y | `ActivationParams` | `B*cols / WG` |
+//! | `SoftmaxCrossEntropy` | `softmax_ce` | logits, labels, out, counters | `SoftmaxCeParams` | `B` (one per row) |
+//! | `ColumnSum` | `column_sum` | x, out | `ColumnSumParams` | `cols / COLS` |
+//! | `Update` (SGD) | `sgd` | params, grads, velocity | `Opt` | `len / WG` |
+//! | `Update` (Adam) | `adam` | params, grads, moments, counters | `Opt` | `len / WG` |
+//! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
+//! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B` (one per row) |
+//! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
+//! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
+//!
+//! (Each `/` rounds up; a 1-D grid past 65,535 workgroups spills into y, see
+//! `common::workgroups_1d`.) Where an op leaves a binding unused (the output layer's `dh` with no
+//! layer below, the second layer of a one-layer `linear_update`), a placeholder buffer of the
+//! tape is bound instead, so no buffer is bound twice.
+
+use common::{GpuContext, GpuError};
+use gpu_matmul::{GpuMatrix, MatmulCall};
+
+use crate::gpu_tape::GpuTape;
+use crate::kernels::{KernelId, Kernels};
+use crate::tape::{Dim, LayerUpdate, Op, TensorId, Transpose, View};
+use crate::wgsl::{
+    self, ActivationParams, BiasAddParams, ColumnSumParams, LayerShape, LinearParams, Opt, OutputLayerParams,
+    SoftmaxCeParams, Update,
+};
+use crate::{Activation, LayersError, MAX_CLASSES, Optimizer};
+
+/// One prepared op: everything a recording needs, made once.
+pub(crate) enum Step {
+    Kernel {
+        pipeline: wgpu::ComputePipeline,
+        bind_group: wgpu::BindGroup,
+        groups: (u32, u32, u32),
+        /// The optimizer uniform of an update op (its `lr` sits at byte [`Opt::LR_OFFSET`]).
+        opt_uniform: Option<wgpu::Buffer>,
+    },
+    /// Stage 03's matmul; `dims` are its `(m, k, n)`, some of which follow the batch.
+    Matmul { call: MatmulCall, dims: (Dim, Dim, Dim) },
+}
+
+impl Step {
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        match self {
+            Step::Kernel { pipeline, bind_group, groups, .. } => {
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+            }
+            Step::Matmul { call, .. } => call.record(pass),
+        }
+    }
+}
+
+/// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).
+pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Step, LayersError> {
+    let m = &tape.manager;
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let rows = |v: &View| v.rows.at(tape.max_batch);
+    let batch = &tape.batch_uniform;
+    let name = op.kernel_name();
+    let kernel = |id: KernelId, uniform: &wgpu::Buffer, bound: &[&wgpu::Buffer], groups: (u32, u32, u32)| {
+        let pipeline = kernels.pipeline(ctx, id)?;
+        let mut all = bound.to_vec();
+        all.push(uniform);
+        let bind_group = m.bind_group(ctx, name, &pipeline, &all)?;
+        let opt_uniform = matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate).then(|| uniform.clone());
+        Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups, opt_uniform })
+    };
+    let elementwise = |len: usize| ctx.workgroups_1d(len as u64, wgsl::WG);
+    let per_row = |rows: usize| ctx.workgroups_1d(rows as u64, 1);
+    let act = |a: Activation| Activation::code(Some(a));
+    let u32_ = |n: usize| n as u32;
+    // The loss kernels keep a row of logits in workgroup memory.
+    if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } = op {
+        if out.cols > MAX_CLASSES {
+            return Err(LayersError::Spec(format!(
+                "{name}: {} classes; the loss kernels handle at most {MAX_CLASSES}",
+                out.cols
+            )));
+        }
+    }
+    match *op {
+        Op::Matmul { a, b, out, t } => {
+            let gm = |v: &View| GpuMatrix { buffer: buf(v.tensor).clone(), rows: rows(v), cols: v.cols };
+            // (m, k, n) of the product, as views whose rows may follow the batch.
+            let dims = match t {
+                Transpose::None => (a.rows, Dim::Fixed(a.cols), Dim::Fixed(b.cols)),
+                Transpose::A => (Dim::Fixed(a.cols), a.rows, Dim::Fixed(b.cols)),
+                Transpose::B => (a.rows, Dim::Fixed(a.cols), b.rows),
+            };
+            let call = kernels.matmul(ctx)?.prepare(ctx, &gm(&a), &gm(&b), &gm(&out), t)?;
+            // prepare made a shape uniform (32 bytes) and a bind group.
+            m.note_external(1, 1, 32);
+            Ok(Step::Matmul { call, dims })
+        }
+        Op::BiasAdd { y, bias, offset } => kernel(
+            KernelId::BiasAdd,
+            &m.uniform(ctx, name, &BiasAddParams { cols: u32_(y.cols), offset: u32_(offset), _pad: [0; 2] }),
+            &[buf(y.tensor), buf(bias), batch],
+            elementwise(rows(&y) * y.cols)?,
+        ),
+        Op::Activate { y, act: a } => kernel(
+            KernelId::ActivationForward,
+            &m.uniform(ctx, name, &ActivationParams { cols: u32_(y.cols), act: act(a), _pad: [0; 2] }),
+            &[buf(y.tensor), batch],
+            elementwise(rows(&y) * y.cols)?,
+        ),
+        Op::ActivateBackward { dy, y, act: a } => kernel(
+            KernelId::ActivationBackward,
+            &m.uniform(ctx, name, &ActivationParams { cols: u32_(dy.cols), act: act(a), _pad: [0; 2] }),
+            &[buf(dy.tensor), buf(y.tensor), batch],
+            elementwise(rows(&dy) * dy.cols)?,
+        ),
+        Op::SoftmaxCrossEntropy { logits, labels, out, counters, mode } => kernel(
+            KernelId::SoftmaxCe,
+            &m.uniform(ctx, name, &SoftmaxCeParams { classes: u32_(logits.cols), mode: mode as u32, _pad: [0; 2] }),
+            &[buf(logits.tensor), buf(labels), buf(out.tensor), buf(counters), batch],
+            per_row(rows(&logits))?,
+        ),
+        Op::ColumnSum { x, out, offset } => {
+            let groups = x.cols.div_ceil(wgsl::COLUMN_SUM_COLS as usize);
+            check_groups(ctx, name, groups)?;
+            kernel(
+                KernelId::ColumnSum,
+                &m.uniform(ctx, name, &ColumnSumParams { cols: u32_(x.cols), offset: u32_(offset), _pad: [0; 2] }),
+                &[buf(x.tensor), buf(out), batch],
+                (groups as u32, 1, 1),
+            )
+        }
+        Op::Update { params, grads, state, counters, len, opt } => {
+            let u = m.uniform(ctx, name, &Opt::new(opt, len, 0, 0));
+            match opt {
+                Optimizer::Sgd { .. } => kernel(KernelId::Sgd, &u, &[buf(params), buf(grads), buf(state)], elementwise(len)?),
+                Optimizer::Adam { .. } => {
+                    kernel(KernelId::Adam, &u, &[buf(params), buf(grads), buf(state), buf(counters)], elementwise(len)?)
+                }
+            }
+        }
+        Op::LinearForward { x, params, y, act: a } => {
+            let gx = y.cols.div_ceil(wgsl::LINEAR_FORWARD_TN as usize);
+            let gy = rows(&x).div_ceil(wgsl::LINEAR_FORWARD_TR as usize);
+            check_groups(ctx, name, gx.max(gy))?;
+            kernel(
+                KernelId::LinearForward,
+                &m.uniform(ctx, name, &LinearParams { inputs: u32_(x.cols), outputs: u32_(y.cols), act: Activation::code(a), _pad: 0 }),
+                &[buf(x.tensor), buf(params), buf(y.tensor), batch],
+                (gx as u32, gy as u32, 1),
+            )
+        }
+        Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
+            let (dh_buf, hidden_act) = match dh {
+                Some((v, a)) => (buf(v.tensor), act(a)),
+                None => (&tape.placeholders_rw[0], Activation::code(None)),
+            };
+            kernel(
+                KernelId::OutputLayer,
+                &m.uniform(ctx, name, &OutputLayerParams { inputs: u32_(h.cols), classes: u32_(out.cols), mode: mode as u32, hidden_act }),
+                &[buf(h.tensor), buf(params), buf(labels), buf(out.tensor), dh_buf, buf(counters), batch],
+                per_row(rows(&h))?,
+            )
+        }
+        Op::LinearBackwardInput { dy, params, h, act: a, dx } => kernel(
+            KernelId::LinearBackwardInput,
+            &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), _pad: 0 }),
+            &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
+            elementwise(rows(&dx) * dx.cols)?,
+        ),
+        Op::LinearUpdate { first, second, counters, opt } => {
+            // Workgroups: T x T tiles of each layer's [(in + 1), out] parameters.
+            let t = wgsl::LINEAR_UPDATE_T as usize;
+            let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(t), l.dy.cols.div_ceil(t));
+            let (ta, tb) = (tiles(&first), second.as_ref().map_or((0, 1), tiles));
+            let groups = ta.0 * ta.1 + tb.0 * tb.1;
+            check_groups(ctx, name, groups)?;
+            let shape = |l: Option<&LayerUpdate>, tiles: (usize, usize), first_group: usize| {
+                let (i, o) = l.map_or((0, 0), |l| (l.x.cols, l.dy.cols));
+                LayerShape { inputs: u32_(i), outputs: u32_(o), tiles_n: u32_(tiles.1), first_group: u32_(first_group) }
+            };
+            let u = Update {
+                opt: Opt::new(opt, 0, 0, 0),
+                a: shape(Some(&first), ta, 0),
+                b: shape(second.as_ref(), tb, ta.0 * ta.1),
+            };
+            let [p0, p1, p2] = &tape.placeholders_rw;
+            let placeholder = &tape.placeholder;
+            let b_bufs: [&wgpu::Buffer; 5] = match &second {
+                Some(l) => [buf(l.x.tensor), buf(l.dy.tensor), buf(l.params), buf(l.grads), buf(l.state)],
+                None => [placeholder, placeholder, p0, p1, p2],
+            };
+            let bound = [
+                buf(first.x.tensor),
+                buf(first.dy.tensor),
+                buf(first.params),
+                buf(first.grads),
+                buf(first.state),
+                b_bufs[0],
+                b_bufs[1],
+                b_bufs[2],
+                b_bufs[3],
+                b_bufs[4],
+                buf(counters),
+                batch,
+            ];
+            kernel(KernelId::LinearUpdate, &m.uniform(ctx, name, &u), &bound, (groups as u32, 1, 1))
+        }
+    }
+}
+
+/// Errors if a dispatch needs more workgroups in one dimension than the device allows.
+fn check_groups(ctx: &GpuContext, what: &str, groups: usize) -> Result<(), GpuError> {
+    let max = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    if groups > max {
+        return Err(GpuError::TooLarge {
+            what: format!("{what}: {groups} workgroups in one dimension (use a smaller batch or layer)"),
+            bytes: groups as u64,
+            limit: max as u64,
+            limit_name: "max_compute_workgroups_per_dimension",
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! The GPU side of a tape: [`GpuTape`] allocates a list of tensors once (through the
+//! [`BufferManager`]), turns each op of a tape into a prepared dispatch once (`gpu_dispatch.rs`),
+//! and from then on only records.
+//!
+//! A recorded tape is its list of prepared dispatches, in the caller's compute pass: no buffer,
+//! bind group or pipeline is made, nothing is read back, and the CPU does no arithmetic. The
+//! batch size lives in one uniform buffer that every kernel reads, so a smaller last batch is one
+//! 16-byte write, not a reallocation.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::GpuContext;
+
+use crate::LayersError;
+use crate::buffers::{Allocations, BufferManager};
+use crate::gpu_dispatch::{Step, prepare};
+use crate::kernels::Kernels;
+use crate::tape::{Elem, Op, TensorId, TensorInfo};
+use crate::wgsl::{Batch, Opt};
+
+/// A prepared tape inside a [`GpuTape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapeId(usize);
+
+/// Tensors on the GPU, and tapes of ops prepared as dispatches over them.
+pub struct GpuTape {
+    pub(crate) max_batch: usize,
+    batch: AtomicUsize,
+    pub(crate) manager: BufferManager,
+    /// One buffer per tensor, in the order given to [`GpuTape::new`].
+    pub(crate) buffers: Vec<wgpu::Buffer>,
+    elems: Vec<Elem>,
+    pub(crate) batch_uniform: wgpu::Buffer,
+    /// Bound where a kernel has bindings the op does not use (the fused output layer's `dh`
+    /// when there is no layer below it, the second layer of a one-layer linear_update): one
+    /// read-only and three writable placeholders, so no buffer is bound twice.
+    pub(crate) placeholder: wgpu::Buffer,
+    pub(crate) placeholders_rw: [wgpu::Buffer; 3],
+    tapes: Vec<Vec<Step>>,
+}
+
+impl GpuTape {
+    /// Allocates every tensor, zeroed, for batches of up to `max_batch` rows.
+    pub fn new(ctx: &GpuContext, tensors: &[TensorInfo], max_batch: usize) -> Result<Self, LayersError> {
+        if max_batch == 0 {
+            return Err(LayersError::Batch { batch: 0, max_batch });
+        }
+        let manager = BufferManager::new();
+        let mut buffers = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            buffers.push(manager.storage(ctx, &t.name, 4 * t.capacity(max_batch) as u64)?);
+        }
+        let batch_uniform = manager.uniform(ctx, "batch", &Batch::new(max_batch));
+        let placeholder = manager.storage(ctx, "placeholder", 16)?;
+        let placeholders_rw = [
+            manager.storage(ctx, "placeholder rw 0", 16)?,
+            manager.storage(ctx, "placeholder rw 1", 16)?,
+            manager.storage(ctx, "placeholder rw 2", 16)?,
+        ];
+        Ok(Self {
+            max_batch,
+            batch: AtomicUsize::new(max_batch),
+            manager,
+            buffers,
+            elems: tensors.iter().map(|t| t.elem).collect(),
+            batch_uniform,
+            placeholder,
+            placeholders_rw,
+            tapes: Vec::new(),
+        })
+    }
+
+    /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording.
+    pub fn add_tape(&mut self, ctx: &GpuContext, kernels: &Kernels, ops: &[Op]) -> Result<TapeId, LayersError> {
+        let steps = ops.iter().map(|op| prepare(self, ctx, kernels, op)).collect::<Result<Vec<_>, _>>()?;
+        self.tapes.push(steps);
+        let id = TapeId(self.tapes.len() - 1);
+        self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
+        Ok(id)
+    }
+
+    /// Records every dispatch of `tape` into `pass`.
+    pub fn record(&self, tape: TapeId, pass: &mut wgpu::ComputePass<'_>) {
+        self.tapes[tape.0].iter().for_each(|s| s.record(pass));
+    }
+
+    /// Records `tape` `times` times into one pass and submits it. Does not wait.
+    pub fn run(&self, ctx: &GpuContext, tape: TapeId, times: usize) -> Result<(), LayersError> {
+        ctx.scoped(|| ctx.submit_pass("tape", |pass| (0..times).for_each(|_| self.record(tape, pass))))?;
+        Ok(())
+    }
+
+    /// Records only dispatch `index` of `tape` (for timing one kernel at a time).
+    pub fn record_one(&self, tape: TapeId, index: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.tapes[tape.0][index].record(pass);
+    }
+
+    /// Dispatches one recording of `tape` makes.
+    pub fn dispatches(&self, tape: TapeId) -> usize {
+        self.tapes[tape.0].len()
+    }
+
+    pub fn buffer(&self, t: TensorId) -> &wgpu::Buffer {
+        &self.buffers[t.0]
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The batch size the next submission runs with.
+    pub fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Buffers, bind groups and bytes allocated so far.
+    pub fn allocations(&self) -> Allocations {
+        self.manager.allocations()
+    }
+
+    /// Sets the live batch size (1 to `max_batch`) for the NEXT SUBMISSION: it writes the batch
+    /// uniform (and stage 03's shape uniforms) through the queue.
+    pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
+        if batch == 0 || batch > self.max_batch {
+            return Err(LayersError::Batch { batch, max_batch: self.max_batch });
+        }
+        ctx.queue.write_buffer(&self.batch_uniform, 0, bytemuck::bytes_of(&Batch::new(batch)));
+        for step in self.tapes.iter().flatten() {
+            if let Step::Matmul { call, dims } = step {
+                call.set_dims(ctx, dims.0.at(batch), dims.1.at(batch), dims.2.at(batch))?;
+            }
+        }
+        self.batch.store(batch, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Rewrites the learning rate of every optimizer op (from the next submit on); the
+    /// optimizer state is kept.
+    pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
+        for step in self.tapes.iter().flatten() {
+            if let Step::Kernel { opt_uniform: Some(u), .. } = step {
+                ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
+            }
+        }
+    }
+
+    /// Writes `data` at the start of f32 tensor `t` (takes effect at the next submit).
+    pub fn write_f32(&self, ctx: &GpuContext, t: TensorId, data: &[f32]) -> Result<(), LayersError> {
+        self.write(ctx, t, Elem::F32, bytemuck::cast_slice(data))
+    }
+
+    /// Writes `data` at the start of u32 tensor `t`.
+    pub fn write_u32(&self, ctx: &GpuContext, t: TensorId, data: &[u32]) -> Result<(), LayersError> {
+        self.write(ctx, t, Elem::U32, bytemuck::cast_slice(data))
+    }
+
+    fn write(&self, ctx: &GpuContext, t: TensorId, elem: Elem, bytes: &[u8]) -> Result<(), LayersError> {
+        let buffer = &self.buffers[t.0];
+        if self.elems[t.0] != elem || bytes.len() as u64 > buffer.size() {
+            return Err(LayersError::Shape {
+                what: format!("write to tensor {}", t.0),
+                expected: format!("at most {} bytes of {:?}", buffer.size(), self.elems[t.0]),
+                got: format!("{} bytes of {elem:?}", bytes.len()),
+            });
+        }
+        if !bytes.is_empty() {
+            ctx.queue.write_buffer(buffer, 0, bytes);
+        }
+        Ok(())
+    }
+
+    /// Reads the first `len` values of f32 tensor `t` (waits for the GPU).
+    pub fn read_f32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<f32>, LayersError> {
+        Ok(ctx.read(&self.buffers[t.0], len)?)
+    }
+
+    /// Reads the first `len` values of u32 tensor `t` (waits for the GPU).
+    pub fn read_u32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<u32>, LayersError> {
+        Ok(ctx.read(&self.buffers[t.0], len)?)
+    }
+}

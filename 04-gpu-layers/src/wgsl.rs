@@ -1,0 +1,294 @@
+//! The contract between this crate's Rust and its WGSL: every number both sides must agree on,
+//! defined once, here, and the uniform struct each kernel reads.
+//!
+//! - **Constants.** Workgroup sizes and tiles the host divides by to size a grid, the counter
+//!   indices, and the activation / optimizer / loss-mode codes are Rust constants (or Rust
+//!   enums). [`prelude`] writes them into the top of every kernel's source as WGSL `const`s, the
+//!   way stage 03's `specialize` writes its tile sizes, so the shader files never spell them.
+//!   Constants only a kernel itself uses (its reduction lanes, its staging sizes) stay in its
+//!   file, next to the loop they shape.
+//! - **Uniforms.** Each kernel's parameters are a `#[repr(C)]` struct here with the same name
+//!   and fields as the WGSL struct (`BiasAddParams`, `OutputLayerParams`, ...). A test compiles
+//!   every kernel with naga and checks each struct's size against the WGSL's layout.
+//!
+//! A kernel's source is then `prelude + common.wgsl [+ softmax_row.wgsl] + its file` (see
+//! [`crate::KernelId::source`]).
+
+use std::fmt::Write;
+
+use crate::tape::Mode;
+use crate::{Activation, MAX_CLASSES, Optimizer};
+
+// ---- workgroup sizes and tiles the host divides by ------------------------------------------
+
+/// Elementwise kernels (`bias_add`, `activation_*`, `sgd`, `adam`, `linear_backward_input`):
+/// one invocation per element, `WG` per workgroup, so `len.div_ceil(WG)` workgroups.
+pub const WG: u32 = 256;
+/// Per-row kernels (`softmax_ce`, `output_layer`): one workgroup of `ROW_WG` invocations per row.
+pub const ROW_WG: u32 = 64;
+/// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).
+pub const COLUMN_SUM_COLS: u32 = 32;
+/// `linear_forward`: each workgroup computes `LINEAR_FORWARD_TR` rows x `LINEAR_FORWARD_TN`
+/// columns of the output (WGSL `TR`, `TN`).
+pub const LINEAR_FORWARD_TN: u32 = 32;
+pub const LINEAR_FORWARD_TR: u32 = 4;
+const _: () = assert!(LINEAR_FORWARD_TR == 4, "linear_forward.wgsl keeps its TR rows in one vec4");
+/// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (WGSL `T`). The
+/// kernel's 16 x 16 invocations each update 2 x 2 parameters, so `T` must be 32.
+pub const LINEAR_UPDATE_T: u32 = 32;
+const _: () = assert!(LINEAR_UPDATE_T == 32, "linear_update.wgsl's 16 x 16 invocations each own 2 x 2 parameters");
+
+// ---- the counters tensor ----------------------------------------------------------------------
+
+/// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
+/// The loss sum is a 64-bit fixed-point number in units of 2^-20 (see `cpu::loss_to_fixed`).
+pub const COUNTERS: usize = 8;
+pub(crate) const COUNTER_LOSS_LO: usize = 0;
+pub(crate) const COUNTER_LOSS_HI: usize = 1;
+pub(crate) const COUNTER_ROWS: usize = 2;
+pub(crate) const COUNTER_CORRECT: usize = 3;
+pub(crate) const COUNTER_BAD_LABELS: usize = 4;
+pub(crate) const COUNTER_NON_FINITE: usize = 5;
+pub(crate) const COUNTER_STEP: usize = 6;
+
+// ---- codes -------------------------------------------------------------------------------------
+
+/// `Opt::kind` / `OPT_*` in WGSL.
+pub(crate) const OPT_SGD: u32 = 0;
+pub(crate) const OPT_ADAM: u32 = 1;
+
+/// Every shared constant, as `(WGSL name, value)`.
+fn shared_constants() -> Vec<(&'static str, u32)> {
+    vec![
+        ("WG", WG),
+        ("ROW_WG", ROW_WG),
+        ("MAX_CLASSES", MAX_CLASSES as u32),
+        ("ACT_NONE", Activation::code(None)),
+        ("ACT_RELU", Activation::code(Some(Activation::Relu))),
+        ("ACT_TANH", Activation::code(Some(Activation::Tanh))),
+        ("OPT_SGD", OPT_SGD),
+        ("OPT_ADAM", OPT_ADAM),
+        ("MODE_TRAIN", Mode::Train as u32),
+        ("MODE_EVAL", Mode::Eval as u32),
+        ("MODE_PREDICT", Mode::Predict as u32),
+        ("COUNTER_LOSS_LO", COUNTER_LOSS_LO as u32),
+        ("COUNTER_LOSS_HI", COUNTER_LOSS_HI as u32),
+        ("COUNTER_ROWS", COUNTER_ROWS as u32),
+        ("COUNTER_CORRECT", COUNTER_CORRECT as u32),
+        ("COUNTER_BAD_LABELS", COUNTER_BAD_LABELS as u32),
+        ("COUNTER_NON_FINITE", COUNTER_NON_FINITE as u32),
+        ("COUNTER_STEP", COUNTER_STEP as u32),
+    ]
+}
+
+/// The WGSL `const` lines a kernel starts with: the shared constants, then `tiles` (the
+/// kernel's own grid constants, from [`crate::KernelId::tile_constants`]).
+pub fn prelude(tiles: &[(&str, u32)]) -> String {
+    let mut s = String::from("// Generated from src/wgsl.rs: the numbers the Rust side and the kernels share.\n");
+    for (name, value) in shared_constants().iter().chain(tiles) {
+        let _ = writeln!(s, "const {name}: u32 = {value}u;");
+    }
+    s
+}
+
+// ---- uniform structs, one per kernel (same names and fields as the WGSL) -----------------------
+
+/// `Batch` (`common.wgsl`): the live batch size, one buffer shared by every dispatch.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct Batch {
+    pub rows: u32,
+    pub inv_rows: f32,
+    pub _pad: [u32; 2],
+}
+
+impl Batch {
+    pub fn new(rows: usize) -> Self {
+        Self { rows: rows as u32, inv_rows: 1.0 / rows as f32, _pad: [0; 2] }
+    }
+}
+
+/// `bias_add.wgsl`: `y: [batch, cols]`; the bias starts at `offset` in its tensor.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct BiasAddParams {
+    pub cols: u32,
+    pub offset: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `activation_forward.wgsl` and `activation_backward.wgsl`: `[batch, cols]`, an `ACT_*` code.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct ActivationParams {
+    pub cols: u32,
+    pub act: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `softmax_ce.wgsl`: `[batch, classes]` logits, a `MODE_*` code.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct SoftmaxCeParams {
+    pub classes: u32,
+    pub mode: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `column_sum.wgsl`: `x: [batch, cols]`; the sums go to `out[offset..offset + cols]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct ColumnSumParams {
+    pub cols: u32,
+    pub offset: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `linear_forward.wgsl` and `linear_backward_input.wgsl`: a layer `[inputs] -> [outputs]` and
+/// an `ACT_*` code (of this layer's output, or of the layer below for the backward kernel).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct LinearParams {
+    pub inputs: u32,
+    pub outputs: u32,
+    pub act: u32,
+    pub _pad: u32,
+}
+
+/// `output_layer.wgsl`: `h: [batch, inputs]` -> `[batch, classes]`, a `MODE_*` code and the
+/// `ACT_*` code of `h` (`ACT_NONE`: no layer below, no `dh`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct OutputLayerParams {
+    pub inputs: u32,
+    pub classes: u32,
+    pub mode: u32,
+    pub hidden_act: u32,
+}
+
+/// `Opt` (`common.wgsl`), read by `sgd.wgsl`, `adam.wgsl` and (inside [`Update`])
+/// `linear_update.wgsl`. Its `lr` sits at byte [`Opt::LR_OFFSET`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct Opt {
+    pub count: u32,
+    pub inputs: u32,
+    pub outputs: u32,
+    pub kind: u32,
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+}
+
+impl Opt {
+    /// Where `lr` sits in `Opt`, and so in `Update` (which starts with one).
+    pub const LR_OFFSET: u64 = std::mem::offset_of!(Opt, lr) as u64;
+
+    pub fn new(opt: Optimizer, count: usize, inputs: usize, outputs: usize) -> Self {
+        let (kind, lr, beta1, beta2, eps) = match opt {
+            Optimizer::Sgd { lr, momentum } => (OPT_SGD, lr, momentum, 0.0, 0.0),
+            Optimizer::Adam { lr, beta1, beta2, eps } => (OPT_ADAM, lr, beta1, beta2, eps),
+        };
+        Self { count: count as u32, inputs: inputs as u32, outputs: outputs as u32, kind, lr, beta1, beta2, eps }
+    }
+}
+
+/// `LayerShape` (`linear_update.wgsl`): one layer of a fused update.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct LayerShape {
+    pub inputs: u32,
+    pub outputs: u32,
+    /// Tiles along the outputs.
+    pub tiles_n: u32,
+    /// The first workgroup of this layer.
+    pub first_group: u32,
+}
+
+/// `Update` (`linear_update.wgsl`): the optimizer and up to two layers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct Update {
+    pub opt: Opt,
+    pub a: LayerShape,
+    pub b: LayerShape,
+}
+
+/// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
+#[cfg(test)]
+pub(crate) const UNIFORMS: [(&str, usize); 10] = [
+    ("Batch", size_of::<Batch>()),
+    ("BiasAddParams", size_of::<BiasAddParams>()),
+    ("ActivationParams", size_of::<ActivationParams>()),
+    ("SoftmaxCeParams", size_of::<SoftmaxCeParams>()),
+    ("ColumnSumParams", size_of::<ColumnSumParams>()),
+    ("LinearParams", size_of::<LinearParams>()),
+    ("OutputLayerParams", size_of::<OutputLayerParams>()),
+    ("Opt", size_of::<Opt>()),
+    ("LayerShape", size_of::<LayerShape>()),
+    ("Update", size_of::<Update>()),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KernelId;
+
+    /// Parses and validates `src` with naga, as wgpu would.
+    fn compile(name: &str, src: &str) -> naga::Module {
+        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        module
+    }
+
+    #[test]
+    fn every_kernel_compiles_with_the_prelude_and_its_uniforms_match_rust() {
+        let mut seen = std::collections::HashSet::new();
+        for id in KernelId::ALL {
+            let module = compile(id.name(), &id.source());
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).unwrap();
+            for (handle, ty) in module.types.iter() {
+                let Some(name) = ty.name.as_deref() else { continue };
+                if let Some(&(_, size)) = UNIFORMS.iter().find(|(n, _)| *n == name) {
+                    assert_eq!(layouter[handle].size as usize, size, "{}: WGSL struct {name} vs its Rust twin", id.name());
+                    seen.insert(name.to_string());
+                }
+            }
+        }
+        for (name, _) in UNIFORMS {
+            assert!(seen.contains(name), "no kernel declares the uniform struct {name}");
+        }
+    }
+
+    #[test]
+    fn the_shader_files_leave_the_shared_numbers_to_the_prelude() {
+        // A kernel that spelled a shared constant itself would fail to compile (naga refuses a
+        // redefinition), but a bare number can slip in: no shader file may declare these names.
+        let names: Vec<&str> = shared_constants().iter().map(|(n, _)| *n).chain(["COLS", "TN", "TR", "T"]).collect();
+        for id in KernelId::ALL {
+            for (file, text) in id.files() {
+                for name in &names {
+                    assert!(!text.contains(&format!("const {name}:")), "{file} declares {name}; it comes from src/wgsl.rs");
+                }
+            }
+        }
+        assert!(prelude(&[("T", 32)]).contains("const T: u32 = 32u;\n"));
+        assert!(prelude(&[]).contains(&format!("const MAX_CLASSES: u32 = {MAX_CLASSES}u;\n")));
+    }
+
+    #[test]
+    fn lr_offset_is_where_the_kernels_read_it() {
+        let opt = Opt::new(Optimizer::sgd(0.25, 0.5), 0, 0, 0);
+        let bytes = bytemuck::bytes_of(&opt);
+        let at = Opt::LR_OFFSET as usize;
+        assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
+        let none = LayerShape { inputs: 0, outputs: 0, tiles_n: 0, first_group: 0 };
+        let update = Update { opt, a: none, b: none };
+        let bytes = bytemuck::bytes_of(&update);
+        assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
+    }
+}
