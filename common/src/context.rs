@@ -13,6 +13,7 @@
 use std::sync::Mutex;
 
 use crate::error::GpuError;
+use crate::transfer::{Transfer, TransferConfig};
 
 /// The environment variable that selects an adapter by part of its name (case-insensitive).
 pub const ADAPTER_ENV: &str = "WGPU_ADAPTER_NAME";
@@ -31,6 +32,8 @@ pub struct GpuContext {
     pub features: wgpu::Features,
     /// A staging buffer reused by every read-back (see `buffers.rs`), grown on demand.
     pub(crate) staging: Mutex<Option<wgpu::Buffer>>,
+    /// The staging buffers of the fast path (`transfer.rs`): `upload`, `download`.
+    pub(crate) transfer: Mutex<Transfer>,
 }
 
 impl GpuContext {
@@ -75,7 +78,8 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        Ok(Self { instance, adapter, device, queue, info, limits, features, staging: Mutex::new(None) })
+        let transfer = Mutex::new(Transfer::new(TransferConfig::default()));
+        Ok(Self { instance, adapter, device, queue, info, limits, features, staging: Mutex::new(None), transfer })
     }
 
     /// One line that names the adapter: `NVIDIA H200 (Vulkan, DiscreteGpu, driver NVIDIA 580.x)`.

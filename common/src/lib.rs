@@ -6,6 +6,8 @@
 //!   reused staging buffer, size checks against the device limits.
 //! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
 //!   past 65,535 workgroups.
+//! - fast transfers (`transfer.rs`): [`Transfer`] and `GpuContext::upload` / `download`, through
+//!   reused mapped staging buffers, in overlapping chunks, on several threads.
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
 //! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
 //! - what runners print (`report.rs`): the CPU model, times with units, and (feature `plot`)
@@ -20,6 +22,7 @@ mod error;
 mod pipeline;
 mod report;
 pub mod timing;
+mod transfer;
 
 pub use buffers::STORAGE_USAGE;
 pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
@@ -30,4 +33,5 @@ pub use pipeline::workgroups_1d;
 pub use report::register_fonts;
 pub use report::{cpu_model, cpuinfo, fmt_time};
 pub use timing::{GpuTimer, TimeSource, median};
+pub use transfer::{MappedRead, Transfer, TransferConfig};
 pub use wgpu;
