@@ -8,14 +8,21 @@
 //!   [`DoubleGpu::upload`], [`DoubleGpu::run`] (the kernel alone, GPU-timed) and
 //!   [`DoubleGpu::download`] separately, or [`DoubleGpu::round_trip`] for all three the way a
 //!   program would do them. The runner (`src/main.rs`) and the benchmarks time these.
+//! - Two ways to move the data, numbered like the runner's columns ([`Path`]): 1, the simple
+//!   first version (`queue.write_buffer` up, one staging buffer copied out by one thread down);
+//!   2, the fast one through `common::Transfer` (reused mapped staging buffers, chunks that
+//!   overlap, several threads); 3, the same upload with a read-back that is never copied out
+//!   ([`DoubleGpu::download_mapped`]).
 //! - [`double_gpu`]: one call for code that doubles once (and for the tests).
 //!
-//! Run: `cargo run --release -p double` prints the CPU-versus-GPU table;
-//! `cargo run --release -p double -- --walkthrough` runs the seven steps on a few numbers.
+//! Run: `cargo run --release -p double` prints the CPU-versus-GPU tables;
+//! `cargo run --release -p double -- --walkthrough` runs the seven steps on a few numbers;
+//! `cargo run --release -p double --bin transfers` measures each transfer idea on its own, and
+//! `--bin dispatch_timing` when one dispatch is slow (`src/bin/`).
 
 pub mod walkthrough;
 
-use common::{GpuContext, GpuError, GpuTimer, TimeSource};
+use common::{GpuContext, GpuError, GpuTimer, MappedRead, TimeSource, Transfer, TransferConfig};
 use rand::{Rng, SeedableRng};
 
 pub use walkthrough::double_walkthrough;
@@ -58,7 +65,7 @@ pub fn double_gpu(ctx: &GpuContext, input: &[f32]) -> Result<Vec<f32>, GpuError>
     let mut gpu = DoubleGpu::new(ctx, input.len())?;
     gpu.poison_output(ctx);
     let mut out = vec![0.0; input.len()];
-    gpu.round_trip(ctx, input, &mut out)?;
+    gpu.round_trip(ctx, Path::Simple, input, &mut out)?;
     Ok(out)
 }
 
@@ -69,6 +76,34 @@ pub fn sample_input(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-1000.0f32..1000.0)).collect()
 }
 
+/// How the data travels between the host and the GPU, numbered like the runner's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// 1: the first version: `queue.write_buffer` up (fresh staging memory on every call), and
+    /// one reused `MAP_READ` staging buffer copied out by one thread down
+    /// (`GpuContext::read_into`).
+    Simple = 1,
+    /// 2: `common::Transfer`: reused mapped staging buffers filled and emptied in overlapping
+    /// chunks by several threads; the result is copied into your slice.
+    Fast = 2,
+    /// 3: the upload of 2, and a read-back that hands out the mapped staging memory itself
+    /// (`Transfer::download_mapped`): nothing is copied out.
+    Mapped = 3,
+}
+
+impl Path {
+    pub const ALL: [Path; 3] = [Path::Simple, Path::Fast, Path::Mapped];
+
+    /// The runner's column name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Simple => "simple",
+            Path::Fast => "fast",
+            Path::Mapped => "mapped",
+        }
+    }
+}
+
 /// The doubling kernel with its buffers, made once for up to `capacity` floats and reused.
 ///
 /// The phases are separate so they can be timed separately:
@@ -77,6 +112,10 @@ pub fn sample_input(n: usize, seed: u64) -> Vec<f32> {
 /// - [`download`](Self::download): copy the `n` results back;
 /// - [`round_trip`](Self::round_trip): all three as one program would do them, with one wait;
 /// - [`record`](Self::record): the dispatch alone, into a compute pass of your own.
+///
+/// Each transfer takes a [`Path`]; [`download_mapped`](Self::download_mapped) and
+/// [`round_trip_mapped`](Self::round_trip_mapped) are path 3's read-back, which lends the
+/// results instead of copying them.
 pub struct DoubleGpu {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
@@ -87,6 +126,8 @@ pub struct DoubleGpu {
     /// One u32: the number of elements the kernel doubles.
     len_buffer: wgpu::Buffer,
     timer: GpuTimer,
+    /// The staging buffers of the fast paths (2 and 3), made on first use and kept.
+    transfer: Transfer,
     capacity: usize,
     /// Elements uploaded last, and the workgroups that cover them.
     len: usize,
@@ -119,6 +160,7 @@ impl DoubleGpu {
             output,
             len_buffer,
             timer: GpuTimer::new(ctx),
+            transfer: Transfer::new(TransferConfig::default()),
             capacity,
             len: 0,
             groups: ctx.workgroups_1d(0, WORKGROUP_SIZE)?,
@@ -141,9 +183,10 @@ impl DoubleGpu {
         ctx.poison(&self.output);
     }
 
-    /// Copies `input: [n]` (n <= capacity) to the GPU and waits until it has arrived.
-    pub fn upload(&mut self, ctx: &GpuContext, input: &[f32]) -> Result<(), GpuError> {
-        self.write_input(ctx, input)?;
+    /// Copies `input: [n]` (n <= capacity) to the GPU along `path` and waits until it has
+    /// arrived. ([`Path::Mapped`] uploads like [`Path::Fast`].)
+    pub fn upload(&mut self, ctx: &GpuContext, path: Path, input: &[f32]) -> Result<(), GpuError> {
+        self.write_input(ctx, path, input)?;
         // `write_buffer` only takes effect at the next submit: submit nothing, and wait.
         ctx.queue.submit([]);
         ctx.wait()
@@ -156,8 +199,10 @@ impl DoubleGpu {
         self.timer.time_pass(ctx, "double", |pass| self.record(pass))
     }
 
-    /// Copies the last run's `n` results into `out: [n]` (n = the last upload's length).
-    pub fn download(&self, ctx: &GpuContext, out: &mut [f32]) -> Result<(), GpuError> {
+    /// Copies the last run's `n` results into `out: [n]` (n = the last upload's length) along
+    /// `path` ([`Path::Mapped`] maps, then copies: use [`download_mapped`](Self::download_mapped)
+    /// to read in place).
+    pub fn download(&mut self, ctx: &GpuContext, path: Path, out: &mut [f32]) -> Result<(), GpuError> {
         if out.len() != self.len {
             return Err(GpuError::Validation(format!(
                 "download into {} floats, but the last upload held {}",
@@ -165,12 +210,25 @@ impl DoubleGpu {
                 self.len
             )));
         }
-        ctx.read_into(&self.output, out)
+        match path {
+            Path::Simple => ctx.read_into(&self.output, out),
+            Path::Fast => self.transfer.download_into(ctx, &self.output, 0, out),
+            Path::Mapped => {
+                out.copy_from_slice(&self.transfer.download_mapped::<f32>(ctx, &self.output, 0, self.len)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// The last run's `n` results, read in place from mapped staging memory (path 3): nothing
+    /// is copied out. Drop the guard before the next transfer.
+    pub fn download_mapped(&mut self, ctx: &GpuContext) -> Result<MappedRead<'_, f32>, GpuError> {
+        self.transfer.download_mapped(ctx, &self.output, 0, self.len)
     }
 
     /// Upload, kernel and download as a program does them: write the input, submit the kernel
     /// without timestamps, copy back, waiting once at the end. `input: [n] -> out: [n]`.
-    pub fn round_trip(&mut self, ctx: &GpuContext, input: &[f32], out: &mut [f32]) -> Result<(), GpuError> {
+    pub fn round_trip(&mut self, ctx: &GpuContext, path: Path, input: &[f32], out: &mut [f32]) -> Result<(), GpuError> {
         if out.len() != input.len() {
             return Err(GpuError::Validation(format!(
                 "round trip of {} floats into an output of {}",
@@ -178,7 +236,21 @@ impl DoubleGpu {
                 out.len()
             )));
         }
-        self.write_input(ctx, input)?;
+        self.write_and_dispatch(ctx, path, input)?;
+        // Submits the copy to the staging buffer(s), waits, and copies out.
+        self.download(ctx, path, out)
+    }
+
+    /// The round trip of path 3: the fast upload, the kernel, and the results lent from mapped
+    /// staging memory instead of copied into a slice. `input: [n] -> [n]`.
+    pub fn round_trip_mapped(&mut self, ctx: &GpuContext, input: &[f32]) -> Result<MappedRead<'_, f32>, GpuError> {
+        self.write_and_dispatch(ctx, Path::Mapped, input)?;
+        self.download_mapped(ctx)
+    }
+
+    /// Queues the input and the kernel (no timestamps, no wait).
+    fn write_and_dispatch(&mut self, ctx: &GpuContext, path: Path, input: &[f32]) -> Result<(), GpuError> {
+        self.write_input(ctx, path, input)?;
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("double") });
         {
             let mut pass = encoder
@@ -186,12 +258,11 @@ impl DoubleGpu {
             self.record(&mut pass);
         }
         ctx.queue.submit([encoder.finish()]);
-        // Submits the copy to the staging buffer, waits for everything, maps and copies out.
-        ctx.read_into(&self.output, out)
+        Ok(())
     }
 
     /// Queues `input` and its length for the next submit; no waiting.
-    fn write_input(&mut self, ctx: &GpuContext, input: &[f32]) -> Result<(), GpuError> {
+    fn write_input(&mut self, ctx: &GpuContext, path: Path, input: &[f32]) -> Result<(), GpuError> {
         if input.len() > self.capacity {
             return Err(GpuError::Validation(format!(
                 "{} floats do not fit a DoubleGpu made for {}; make it with DoubleGpu::new(ctx, {})",
@@ -201,8 +272,10 @@ impl DoubleGpu {
             )));
         }
         let groups = ctx.workgroups_1d(input.len() as u64, WORKGROUP_SIZE)?;
-        if !input.is_empty() {
-            ctx.queue.write_buffer(&self.input, 0, bytemuck::cast_slice(input));
+        match path {
+            Path::Simple if !input.is_empty() => ctx.queue.write_buffer(&self.input, 0, bytemuck::cast_slice(input)),
+            Path::Simple => {}
+            Path::Fast | Path::Mapped => self.transfer.upload(ctx, &self.input, 0, input)?,
         }
         // Fits: `new` checked that `capacity` fits a u32.
         let len = input.len() as u32;

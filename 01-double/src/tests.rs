@@ -54,15 +54,48 @@ fn gpu_equals_cpu_on_awkward_lengths() {
 }
 
 #[test]
+fn every_transfer_path_equals_cpu() {
+    // Past one 16 MiB transfer chunk (4,194,304 floats) by 1,001, so the fast paths use two
+    // chunks, the second one ragged; and small sizes, which go through `write_buffer`.
+    let ctx = test_context();
+    let n = (16 << 20) / 4 + 1001;
+    let mut gpu = DoubleGpu::new(ctx, n).unwrap();
+    for (seed, len) in [n, 1, 17, 4099, n - 5].into_iter().enumerate() {
+        let input = awkward_input(len, 50 + seed as u64);
+        let expected = double_cpu(&input);
+        for path in Path::ALL {
+            gpu.poison_output(ctx);
+            let mut out = vec![0.0; len];
+            gpu.round_trip(ctx, path, &input, &mut out).unwrap();
+            assert_same(&out, &expected);
+
+            gpu.poison_output(ctx);
+            gpu.upload(ctx, path, &input).unwrap();
+            gpu.run(ctx).unwrap();
+            out.fill(0.0);
+            gpu.download(ctx, path, &mut out).unwrap();
+            assert_same(&out, &expected);
+        }
+        gpu.poison_output(ctx);
+        assert_same(&gpu.round_trip_mapped(ctx, &input).unwrap(), &expected);
+        assert_same(&gpu.download_mapped(ctx).unwrap(), &expected);
+    }
+}
+
+#[test]
 fn empty_input_does_not_crash() {
     let ctx = test_context();
     assert!(double_gpu(ctx, &[]).unwrap().is_empty());
     // A zero-capacity DoubleGpu works too: its buffers are 4-byte placeholders.
     let mut gpu = DoubleGpu::new(ctx, 0).unwrap();
-    gpu.upload(ctx, &[]).unwrap();
-    let seconds = gpu.run(ctx).unwrap();
-    assert!(seconds.is_finite() && seconds >= 0.0);
-    gpu.download(ctx, &mut []).unwrap();
+    for path in Path::ALL {
+        gpu.upload(ctx, path, &[]).unwrap();
+        let seconds = gpu.run(ctx).unwrap();
+        assert!(seconds.is_finite() && seconds >= 0.0);
+        gpu.download(ctx, path, &mut []).unwrap();
+        gpu.round_trip(ctx, path, &[], &mut []).unwrap();
+    }
+    assert!(gpu.round_trip_mapped(ctx, &[]).unwrap().is_empty());
 }
 
 #[test]
@@ -75,10 +108,10 @@ fn gpu_covers_more_than_one_dispatch_dimension() {
     let input = awkward_input(n, 42);
     let mut gpu = DoubleGpu::new(ctx, n).unwrap();
     gpu.poison_output(ctx);
-    gpu.upload(ctx, &input).unwrap();
+    gpu.upload(ctx, Path::Simple, &input).unwrap();
     gpu.run(ctx).unwrap();
     let mut out = vec![0.0; n];
-    gpu.download(ctx, &mut out).unwrap();
+    gpu.download(ctx, Path::Simple, &mut out).unwrap();
     // Poison is NaN; the tail past 65,535 x 256 (written only by the y = 1 row) must be real.
     assert_same(&out, &double_cpu(&input));
 }
@@ -90,16 +123,16 @@ fn reused_kernel_doubles_only_the_uploaded_length() {
     assert_eq!(gpu.capacity(), 1000);
     let big = awkward_input(1000, 7);
     let mut out = vec![0.0; 1000];
-    gpu.round_trip(ctx, &big, &mut out).unwrap();
+    gpu.round_trip(ctx, Path::Simple, &big, &mut out).unwrap();
     assert_same(&out, &double_cpu(&big));
 
     // A shorter upload: the kernel must stop at 300 and leave the poisoned rest alone.
     let small = awkward_input(300, 8);
     gpu.poison_output(ctx);
-    gpu.upload(ctx, &small).unwrap();
+    gpu.upload(ctx, Path::Fast, &small).unwrap();
     gpu.run(ctx).unwrap();
     let mut out = vec![0.0; 300];
-    gpu.download(ctx, &mut out).unwrap();
+    gpu.download(ctx, Path::Fast, &mut out).unwrap();
     assert_same(&out, &double_cpu(&small));
     let whole: Vec<u32> = ctx.read(&gpu.output, 1000).unwrap();
     assert!(whole[300..].iter().all(|&bits| bits == u32::MAX), "the kernel wrote past `len`");
@@ -109,11 +142,14 @@ fn reused_kernel_doubles_only_the_uploaded_length() {
 fn wrong_lengths_are_errors_not_panics() {
     let ctx = test_context();
     let mut gpu = DoubleGpu::new(ctx, 10).unwrap();
-    let err = gpu.upload(ctx, &[1.0; 11]).unwrap_err();
-    assert!(err.to_string().contains("DoubleGpu::new(ctx, 11)"), "{err}");
-    gpu.upload(ctx, &[1.0; 4]).unwrap();
-    assert!(gpu.download(ctx, &mut [0.0; 5]).is_err());
-    assert!(gpu.round_trip(ctx, &[1.0; 3], &mut [0.0; 2]).is_err());
+    for path in Path::ALL {
+        let err = gpu.upload(ctx, path, &[1.0; 11]).unwrap_err();
+        assert!(err.to_string().contains("DoubleGpu::new(ctx, 11)"), "{err}");
+        gpu.upload(ctx, path, &[1.0; 4]).unwrap();
+        assert!(gpu.download(ctx, path, &mut [0.0; 5]).is_err());
+        assert!(gpu.round_trip(ctx, path, &[1.0; 3], &mut [0.0; 2]).is_err());
+    }
+    assert!(gpu.round_trip_mapped(ctx, &[1.0; 11]).is_err());
 }
 
 #[test]
@@ -146,21 +182,34 @@ fn sample_input_is_random_and_nonzero() {
 
 #[test]
 fn record_puts_many_dispatches_in_one_pass() {
+    // `record` doubles `input` into `output`, so repeating it alone would change nothing. Between
+    // its dispatches this test records the same kernel with the buffers swapped (`output` back
+    // into `input`), in the same pass: three `record`s and two swapped dispatches double five
+    // times, 32x the input. A `record` that did not run leaves 4x, 8x or 16x.
     let ctx = test_context();
     let input = awkward_input(777, 9);
     let mut gpu = DoubleGpu::new(ctx, 1000).unwrap();
     gpu.poison_output(ctx);
-    gpu.upload(ctx, &input).unwrap();
+    gpu.upload(ctx, Path::Simple, &input).unwrap();
+    let swapped = ctx.bind_group("double, swapped", &gpu.pipeline, 0, &[&gpu.output, &gpu.input, &gpu.len_buffer]).unwrap();
+    let (x, y, z) = gpu.groups;
     let timer = common::GpuTimer::new(ctx);
     timer
-        .time_pass(ctx, "three doublings", |pass| {
-            for _ in 0..3 {
+        .time_pass(ctx, "five doublings", |pass| {
+            for i in 0..3 {
                 gpu.record(pass);
+                if i < 2 {
+                    pass.set_bind_group(0, &swapped, &[]);
+                    pass.dispatch_workgroups(x, y, z);
+                }
             }
         })
         .unwrap();
     let mut out = vec![0.0; 777];
-    gpu.download(ctx, &mut out).unwrap();
-    // Each dispatch reads `input` and writes `output`, so repeating it changes nothing.
-    assert_same(&out, &double_cpu(&input));
+    gpu.download(ctx, Path::Simple, &mut out).unwrap();
+    let mut expected = input;
+    for _ in 0..5 {
+        expected = double_cpu(&expected);
+    }
+    assert_same(&out, &expected);
 }

@@ -48,17 +48,12 @@ pub struct GpuMatrix {
 }
 
 impl GpuMatrix {
-    /// Copies `m` to a new GPU buffer.
+    /// Copies `m` to a new GPU buffer, through the context's fast transfer path
+    /// ([`GpuContext::upload`]: reused staging buffers, several threads). Later submits see it.
     pub fn upload(ctx: &GpuContext, m: &Matrix) -> Result<Self, GpuError> {
-        let label = format!("matrix {}x{}", m.rows, m.cols);
-        let buffer = if m.data.len().is_multiple_of(4) && !m.data.is_empty() {
-            ctx.storage_buffer(&label, &m.data)?
-        } else {
-            let mut padded = m.data.clone();
-            padded.resize(m.data.len().next_multiple_of(4).max(4), 0.0);
-            ctx.storage_buffer(&label, &padded)?
-        };
-        Ok(Self { buffer, rows: m.rows, cols: m.cols })
+        let matrix = Self::zeros(ctx, m.rows, m.cols)?;
+        ctx.upload(&matrix.buffer, 0, &m.data)?;
+        Ok(matrix)
     }
 
     /// A `rows x cols` matrix of zeros on the GPU.
@@ -68,8 +63,8 @@ impl GpuMatrix {
         Ok(Self { buffer, rows, cols })
     }
 
-    /// Overwrites the whole matrix with `m`, which must have the same shape. Takes effect at
-    /// the next submit.
+    /// Overwrites the whole matrix with `m`, which must have the same shape (fast path, like
+    /// [`upload`](Self::upload)). Later submits see it.
     pub fn write(&self, ctx: &GpuContext, m: &Matrix) -> Result<(), MatmulError> {
         if m.shape() != (self.rows, self.cols) {
             return Err(MatmulError::Shape {
@@ -78,13 +73,14 @@ impl GpuMatrix {
                 why: "the shapes must be equal".into(),
             });
         }
-        ctx.queue.write_buffer(&self.buffer, 0, bytemuck::cast_slice(&m.data));
+        ctx.upload(&self.buffer, 0, &m.data)?;
         Ok(())
     }
 
-    /// Copies the matrix back to the CPU (waits for all submitted work).
+    /// Copies the matrix back to the CPU (waits for all submitted work; fast path,
+    /// [`GpuContext::download`]).
     pub fn download(&self, ctx: &GpuContext) -> Result<Matrix, GpuError> {
-        let data = ctx.read(&self.buffer, self.rows * self.cols)?;
+        let data = ctx.download(&self.buffer, self.rows * self.cols)?;
         Ok(Matrix { rows: self.rows, cols: self.cols, data })
     }
 

@@ -138,7 +138,8 @@ impl DeviceBatches {
             )));
         }
         let len = data.len();
-        let images = ctx.storage_buffer(&format!("{name} images (u8)"), &data.images)?;
+        // The images are the one large upload (47 MB for the training set): the fast path.
+        let images = ctx.storage_buffer_uploaded(&format!("{name} images (u8)"), &data.images)?;
         let labels = ctx.storage_buffer(&format!("{name} labels (u8)"), &data.labels)?;
         let identity: Vec<u32> = (0..len as u32).collect();
         let order = ctx.storage_buffer(&format!("{name} order"), &identity)?;

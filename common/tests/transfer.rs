@@ -2,15 +2,16 @@
 //! software one in CI): every size class a chunked copy can get wrong, both directions, the
 //! zero-copy read-back, ordering against kernels, and bad arguments.
 //!
-//! The chunk is 256 KiB here and three threads share it (parts of 88 KiB), so small inputs
-//! exercise chunk edges, ring reuse and the multi-threaded fill and copy-out.
+//! The chunk is 3 MiB here and three threads share it (parts of 1 MiB, the smallest a thread
+//! takes), so inputs of a few MiB exercise chunk edges, ring reuse and the multi-threaded fill
+//! and copy-out.
 
 use common::{GpuContext, Transfer, TransferConfig, test_context, wgpu};
 
-const CHUNK: usize = 256 << 10;
+const CHUNK: usize = 3 << 20;
 
-/// Chunks of 256 KiB, two in flight (so five chunks reuse each staging buffer), three threads,
-/// and no `write_buffer` shortcut: every size takes the staging path.
+/// Chunks of 3 MiB, two in flight (so five chunks reuse each staging buffer), three threads, and
+/// no `write_buffer` shortcut: every size takes the staging path.
 fn config() -> TransferConfig {
     TransferConfig { chunk_bytes: CHUNK as u64, chunks_in_flight: 2, threads: 3, write_buffer_below: 0 }
 }
