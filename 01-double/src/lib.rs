@@ -251,13 +251,7 @@ impl DoubleGpu {
     /// Queues the input and the kernel (no timestamps, no wait).
     fn write_and_dispatch(&mut self, ctx: &GpuContext, path: Path, input: &[f32]) -> Result<(), GpuError> {
         self.write_input(ctx, path, input)?;
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("double") });
-        {
-            let mut pass = encoder
-                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("double"), timestamp_writes: None });
-            self.record(&mut pass);
-        }
-        ctx.queue.submit([encoder.finish()]);
+        ctx.submit_pass("double", |pass| self.record(pass));
         Ok(())
     }
 

@@ -35,7 +35,8 @@ struct Args {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=1000))]
     warmup: u32,
     /// Milliseconds of back-to-back dispatches (of the largest size) right before each size's
-    /// timed kernels: the GPU raises its clock only under sustained load.
+    /// timed kernels: the GPU raises its clock only under sustained load. None on a software
+    /// adapter.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     kernel_warmup_ms: u64,
     /// Run the seven-step walkthrough on eight numbers instead, and print them.
@@ -119,7 +120,11 @@ fn sweep(args: &Args) -> Result<(), AnyError> {
         ctx.adapter_line(),
         if ctx.is_software() { "  [SOFTWARE adapter: runs on the CPU]" } else { "" }
     );
-    println!("cpu: {} (one thread; {} cores for the fast transfers)", cpu_name(), cores());
+    println!(
+        "cpu: {} (one thread; {} cores for the fast transfers)",
+        common::cpu_model().unwrap_or_else(|| "unknown CPU".into()),
+        cores()
+    );
     print!("sizes 2^{}..2^{max_pow}", args.min_pow);
     if max_pow < args.max_pow {
         print!(
@@ -132,11 +137,19 @@ fn sweep(args: &Args) -> Result<(), AnyError> {
         "; median of {} reps after {} warm-up; every size and path validated against the CPU first",
         args.reps, args.warmup
     );
+    // A software adapter has no clock to raise, and its "GPU" is the CPU: no warm-up there.
+    let kernel_warmup_ms = if ctx.is_software() { 0 } else { args.kernel_warmup_ms };
     println!(
-        "kernel: one dispatch at a time (submit, wait), {}, right after {} ms of back-to-back dispatches of 2^{max_pow} \
-         floats (the GPU raises its clock only under sustained load)",
+        "kernel: one dispatch at a time (submit, wait), {}, {}",
         gpu.time_source(),
-        args.kernel_warmup_ms
+        if kernel_warmup_ms > 0 {
+            format!(
+                "right after {kernel_warmup_ms} ms of back-to-back dispatches of 2^{max_pow} floats \
+                 (the GPU raises its clock only under sustained load)"
+            )
+        } else {
+            "without a warm-up (none on a software adapter)".to_string()
+        }
     );
     let config = TransferConfig::default();
     println!(
@@ -157,7 +170,7 @@ fn sweep(args: &Args) -> Result<(), AnyError> {
     let start = Instant::now();
     for pow in args.min_pow..=max_pow {
         eprintln!("2^{pow} ... (at {:.1} s)", start.elapsed().as_secs_f64());
-        rows.push(measure(&ctx, &mut gpu, &heater, pow, args)?);
+        rows.push(measure(&ctx, &mut gpu, &heater, kernel_warmup_ms, pow, args)?);
     }
     print_transfers(&rows);
     print_crossover(&rows);
@@ -167,7 +180,14 @@ fn sweep(args: &Args) -> Result<(), AnyError> {
 
 /// Validates size 2^pow along every path, warms up, and returns the medians of `args.reps`
 /// repetitions. The kernel is timed last, after `heater` kept the GPU busy.
-fn measure(ctx: &GpuContext, gpu: &mut DoubleGpu, heater: &DoubleGpu, pow: u32, args: &Args) -> Result<Row, AnyError> {
+fn measure(
+    ctx: &GpuContext,
+    gpu: &mut DoubleGpu,
+    heater: &DoubleGpu,
+    kernel_warmup_ms: u64,
+    pow: u32,
+    args: &Args,
+) -> Result<Row, AnyError> {
     let n = 1usize << pow;
     let input = sample_input(n, pow as u64);
     let expected = double_cpu(&input);
@@ -225,7 +245,7 @@ fn measure(ctx: &GpuContext, gpu: &mut DoubleGpu, heater: &DoubleGpu, pow: u32, 
         }
     }
     // The kernel alone, one dispatch at a time, with the GPU at the clock sustained work gets.
-    warm_up(ctx, heater, args.kernel_warmup_ms)?;
+    warm_up(ctx, heater, kernel_warmup_ms)?;
     let mut kernels = (0..args.reps).map(|_| gpu.run(ctx)).collect::<Result<Vec<f64>, GpuError>>()?;
     let kernel = median(&mut kernels);
     // The timed results must still be right (and this keeps the CPU loop from being skipped).
@@ -248,14 +268,11 @@ fn measure(ctx: &GpuContext, gpu: &mut DoubleGpu, heater: &DoubleGpu, pow: u32, 
 fn warm_up(ctx: &GpuContext, gpu: &DoubleGpu, ms: u64) -> Result<(), GpuError> {
     let start = Instant::now();
     while start.elapsed().as_secs_f64() * 1e3 < ms as f64 {
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
+        ctx.submit_pass("warm-up", |pass| {
             for _ in 0..16 {
-                gpu.record(&mut pass);
+                gpu.record(pass);
             }
-        }
-        ctx.queue.submit([encoder.finish()]);
+        });
         ctx.wait()?;
     }
     Ok(())
@@ -374,17 +391,4 @@ fn bytes(b: u64) -> String {
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The CPU model from /proc/cpuinfo (Linux), so the CPU column says what it measured.
-fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_string())
 }

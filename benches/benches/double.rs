@@ -14,7 +14,7 @@
 use benches::harness::{self, Bench, must, time_kernels, time_wall};
 use common::assert_same;
 use criterion::{BenchmarkId, Throughput};
-use double::{BYTES_PER_ELEMENT, DoubleGpu, double_cpu, double_cpu_into, sample_input};
+use double::{BYTES_PER_ELEMENT, DoubleGpu, Path, double_cpu, double_cpu_into, sample_input};
 use std::hint::black_box;
 
 fn main() {
@@ -47,9 +47,9 @@ fn main() {
             let d = gpu.get_or_insert_with(make);
             if !checked {
                 d.poison_output(&ctx);
-                must(d.upload(&ctx, &input), "upload");
+                must(d.upload(&ctx, Path::Simple, &input), "upload");
                 time_kernels(&ctx, &timer, 1, |pass| d.record(pass));
-                must(d.download(&ctx, &mut out), "download");
+                must(d.download(&ctx, Path::Simple, &mut out), "download");
                 assert_same(&out, &double_cpu(&input));
                 checked = true;
             }
@@ -60,11 +60,11 @@ fn main() {
             let d = gpu.get_or_insert_with(make);
             if !checked {
                 d.poison_output(&ctx);
-                must(d.round_trip(&ctx, &input, &mut out), "round trip");
+                must(d.round_trip(&ctx, Path::Simple, &input, &mut out), "round trip");
                 assert_same(&out, &double_cpu(&input));
                 checked = true;
             }
-            b.iter_custom(|iters| time_wall(iters, || must(d.round_trip(&ctx, black_box(&input), &mut out), "round trip")))
+            b.iter_custom(|iters| time_wall(iters, || must(d.round_trip(&ctx, Path::Simple, black_box(&input), &mut out), "round trip")))
         });
     }
     g.finish();
