@@ -9,19 +9,19 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_layers::Optimizer;
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::index::sample;
 
-use crate::data::{self, Dataset, Mnist};
+use crate::data::{self, Dataset};
+use crate::data_args::{DataArgs, at_least_one, find_data, load_data};
 use crate::error::{MnistError, Result};
 use crate::metrics::{Confusion, thousands, write_metrics};
 use crate::model_io::{argmax, load_model, save_model};
 use crate::preview::{PreviewItem, digit_lines, per_row_for, render_grid};
-use crate::train::{Device, DeviceChoice, Event, Schedule, TrainConfig, select_device, train};
-use crate::{download, plot, preprocess};
+use crate::train::{Device, DeviceChoice, Event, OptimizerChoice, Schedule, TrainConfig, select_device, train};
+use crate::{plot, preprocess};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,25 +52,6 @@ pub enum Command {
     Serve(crate::serve::ServeArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OptimizerName {
-    /// Stochastic gradient descent with momentum (--lr, --momentum).
-    Sgd,
-    /// Adam (--lr; betas 0.9, 0.999).
-    Adam,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct DataArgs {
-    /// Folder with the four MNIST files (.gz or raw). Default: $MNIST_DIR, else data/mnist in
-    /// the workspace. Missing files are downloaded there.
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Evaluate on the first N test images only.
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
-    pub limit_test: Option<usize>,
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
     /// Hidden layer sizes, comma-separated (`512,256` for two layers; `none` for softmax regression).
@@ -88,8 +69,8 @@ pub struct TrainArgs {
     /// SGD momentum, in [0, 1).
     #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = momentum, allow_negative_numbers = true)]
     pub momentum: f32,
-    #[arg(long, value_enum, default_value_t = OptimizerName::Adam)]
-    pub optimizer: OptimizerName,
+    #[arg(long, value_enum, default_value_t = OptimizerChoice::Adam)]
+    pub optimizer: OptimizerChoice,
     /// Learning-rate schedule over the epochs.
     #[arg(long, value_enum, default_value_t = Schedule::Cosine)]
     pub schedule: Schedule,
@@ -162,14 +143,6 @@ fn parse_hidden(s: &str) -> Result<Hidden, String> {
         .map(Hidden)
 }
 
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("`{s}` is not a whole number")),
-    }
-}
-
 fn positive_f32(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
@@ -189,10 +162,7 @@ fn momentum(s: &str) -> Result<f32, String> {
 impl TrainArgs {
     /// The run these flags describe.
     pub fn config(&self) -> TrainConfig {
-        let optimizer = match self.optimizer {
-            OptimizerName::Sgd => Optimizer::sgd(self.lr.unwrap_or(0.05), self.momentum),
-            OptimizerName::Adam => Optimizer::adam(self.lr.unwrap_or(0.001)),
-        };
+        let optimizer = self.optimizer.optimizer(self.lr.unwrap_or(self.optimizer.default_lr()), self.momentum);
         TrainConfig {
             hidden: self.hidden.0.clone(),
             batch_size: self.batch_size,
@@ -219,34 +189,6 @@ pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<()> {
     }
 }
 
-/// Finds (or downloads) and loads the data, and applies the limits.
-pub fn load_data(args: &DataArgs, limit_train: Option<usize>) -> Result<Mnist> {
-    let dir = data::resolve_data_dir(args.data_dir.as_deref());
-    if !data::files_present(&dir) {
-        eprintln!("MNIST is not in {}; downloading it there", dir.display());
-        download_into(&dir)?;
-    }
-    let mut m = data::load(&dir)?;
-    eprintln!("data: {} training and {} test images from {}", thousands(m.train.len() as u64), thousands(m.test.len() as u64), dir.display());
-    if let Some(n) = limit_train {
-        m.train = m.train.take(n);
-    }
-    if let Some(n) = args.limit_test {
-        m.test = m.test.take(n);
-    }
-    if limit_train.is_some() || args.limit_test.is_some() {
-        eprintln!("using the first {} training and {} test images", thousands(m.train.len() as u64), thousands(m.test.len() as u64));
-    }
-    Ok(m)
-}
-
-fn download_into(dir: &Path) -> Result<()> {
-    let mirrors = download::mirrors();
-    let mirrors: Vec<&str> = mirrors.iter().map(String::as_str).collect();
-    download::download_missing(dir, &mirrors, |line| eprintln!("{line}"))?;
-    Ok(())
-}
-
 fn terminal_columns() -> usize {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(100)
 }
@@ -267,7 +209,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     match &selected.device {
         Device::Gpu(ctx) => ctx.print_banner(),
         Device::Cpu => {
-            if let Some(n) = &selected.notice {
+            if let Some(n) = selected.notice() {
                 eprintln!("{n}");
             }
             eprintln!("device: {}", selected.device.describe());
@@ -379,11 +321,7 @@ fn check_writable(path: &Path) -> Result<()> {
 
 fn run_eval(args: &EvalArgs) -> Result<()> {
     let model = load_model(&args.model)?;
-    let dir = data::resolve_data_dir(args.data.data_dir.as_deref());
-    if !data::files_present(&dir) {
-        eprintln!("MNIST is not in {}; downloading it there", dir.display());
-        download_into(&dir)?;
-    }
+    let dir = find_data(&args.data)?;
     let mut test = data::load_split(&data::file_path(&dir, data::TEST_IMAGES), &data::file_path(&dir, data::TEST_LABELS))?;
     if let Some(n) = args.data.limit_test {
         test = test.take(n);
@@ -452,7 +390,7 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.train.config(), TrainConfig::default());
         let cli = Cli::try_parse_from(["mnist", "--optimizer", "sgd", "--epochs", "3"]).unwrap();
-        assert_eq!(cli.train.config().optimizer, Optimizer::sgd(0.05, 0.9));
+        assert_eq!(cli.train.config().optimizer, gpu_layers::Optimizer::sgd(0.05, 0.9));
         let cli = Cli::try_parse_from(["mnist", "predict", "--model", "m.safetensors", "a.png", "b.jpg"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Predict(ref p)) if p.images.len() == 2));
         for bad in [

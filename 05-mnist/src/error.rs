@@ -27,7 +27,7 @@ pub enum MnistError {
     /// A GPU error (no adapter, a buffer over the limits, a validation error).
     Gpu(common::GpuError),
     /// An error from the layers, loss or optimizers (stage 04).
-    Layers(String),
+    Layers(gpu_layers::LayersError),
 }
 
 impl MnistError {
@@ -82,7 +82,7 @@ impl fmt::Display for MnistError {
             MnistError::Image { path, msg } => write!(f, "{}: {msg}", path.display()),
             MnistError::Plot(msg) => write!(f, "could not draw the plot: {msg}"),
             MnistError::Gpu(e) => write!(f, "{e}"),
-            MnistError::Layers(msg) => write!(f, "{msg}"),
+            MnistError::Layers(e) => write!(f, "{e}"),
         }
     }
 }
@@ -92,6 +92,7 @@ impl std::error::Error for MnistError {
         match self {
             MnistError::Io { source, .. } => Some(source),
             MnistError::Gpu(e) => Some(e),
+            MnistError::Layers(e) => Some(e),
             _ => None,
         }
     }
@@ -100,6 +101,12 @@ impl std::error::Error for MnistError {
 impl From<common::GpuError> for MnistError {
     fn from(e: common::GpuError) -> Self {
         MnistError::Gpu(e)
+    }
+}
+
+impl From<gpu_layers::LayersError> for MnistError {
+    fn from(e: gpu_layers::LayersError) -> Self {
+        MnistError::Layers(e)
     }
 }
 

@@ -252,12 +252,7 @@ mod tests {
             for step in 0..batches.steps() {
                 ctx.poison(&x);
                 ctx.poison(&y);
-                let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    batches.record(&kernel, &mut pass, step);
-                }
-                ctx.queue.submit([encoder.finish()]);
+                ctx.submit_pass("gather", |pass| batches.record(&kernel, pass, step));
                 let rows = batches.rows(step);
                 let (want_x, want_y) = gather_batch_cpu(&data, &order, step * batch, rows);
                 let got_x: Vec<f32> = ctx.read(&x, batch * PIXELS).unwrap();

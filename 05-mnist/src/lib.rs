@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod data;
+pub mod data_args;
 pub mod download;
 pub mod error;
 pub mod gather;

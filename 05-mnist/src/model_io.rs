@@ -40,7 +40,7 @@ pub struct Model {
 impl Model {
     /// Checks `params` against `spec` (count and shapes).
     pub fn new(spec: NetworkSpec, params: Vec<Matrix>) -> Result<Self> {
-        spec.check_parameters(&params).map_err(|e| MnistError::Layers(e.to_string()))?;
+        spec.check_parameters(&params)?;
         Ok(Self { spec, params })
     }
 
@@ -166,10 +166,9 @@ const CHUNK: usize = 500;
 
 impl Classifier {
     pub fn new(model: &Model) -> Result<Self> {
-        let layers = |e: gpu_layers::LayersError| MnistError::Layers(e.to_string());
         // The optimizer is never used: this network only predicts.
-        let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0).map_err(layers)?;
-        net.load_parameters(&model.params).map_err(layers)?;
+        let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0)?;
+        net.load_parameters(&model.params)?;
         Ok(Self { net })
     }
 
@@ -183,7 +182,7 @@ impl Classifier {
             let rows = chunk.len() / PIXELS;
             let mut x = Matrix::zeros(rows, PIXELS);
             normalize_into(chunk, &mut x.data);
-            let p = self.net.predict_probs(&x).map_err(|e| MnistError::Layers(e.to_string()))?;
+            let p = self.net.predict_probs(&x)?;
             out.extend_from_slice(&p.data);
         }
         Ok(out)

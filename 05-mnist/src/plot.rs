@@ -2,27 +2,16 @@
 //!
 //! Fonts: plotters' default "ttf" feature asks the system (fontconfig) for fonts, so a plot
 //! would fail, or the binary would not even start, on a machine without them. We enable
-//! plotters' "ab_glyph" feature instead and register DejaVu Sans, embedded in the binary by the
-//! `dejavu` crate: plots draw the same on any machine, with no font installed.
+//! plotters' "ab_glyph" feature instead and register DejaVu Sans, embedded in the binary
+//! (`common::register_fonts`): plots draw the same on any machine, with no font installed.
 
 use std::path::Path;
-use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{MnistError, Result};
 use crate::metrics::EpochMetrics;
-
-/// Registers the embedded font under the family name plotters asks for.
-fn register_fonts() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // The bytes are a valid TrueType font shipped by the crate; a failure here would be a
-        // packaging bug, and drawing text then reports a font error instead of panicking.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
-    });
-}
 
 /// Checks that `path` ends in `.png` or `.svg` (before training, not after it).
 pub fn check_plot_path(path: &Path) -> Result<()> {
@@ -39,7 +28,7 @@ pub fn plot_history(path: &Path, history: &[EpochMetrics]) -> Result<()> {
     if history.is_empty() {
         return Err(MnistError::Plot("no epochs to plot".into()));
     }
-    register_fonts();
+    common::register_fonts();
     let size = (1100, 450);
     let svg = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
     let result = if svg {

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use crate::train::{DeviceChoice, OptimizerChoice, Schedule, TrainConfig};
 
 /// Limits on a training request. Generous enough for real use, small enough that one request
 /// cannot tie the server up for days or ask for gigabytes.
@@ -22,35 +23,10 @@ pub const MAX_LR: f32 = 10.0;
 pub const MIN_SIDE: usize = 8;
 pub const MAX_SIDE: usize = 1024;
 
-/// Which processor trains. `Auto` picks a real GPU when there is one and the CPU otherwise (a
-/// software adapter is a CPU in disguise: it is used only when asked for by name, `gpu`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceChoice {
-    Auto,
-    Gpu,
-    Cpu,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerChoice {
-    Sgd,
-    Adam,
-}
-
-/// How the learning rate changes over the epochs (`train::Schedule`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleChoice {
-    Constant,
-    /// From the full rate down to a few percent of it in the last epoch.
-    Cosine,
-}
-
 /// The body of `POST /api/train`. Every field may be left out; the defaults are the command
 /// line's (`mnist train`: Adam, lr 0.001, cosine schedule), except `epochs`, which is 5 here so
-/// a first click finishes soon.
+/// a first click finishes soon. The choices are the command line's types, with the same names
+/// (`"optimizer": "sgd"` is `--optimizer sgd`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainRequest {
@@ -62,7 +38,7 @@ pub struct TrainRequest {
     pub optimizer: OptimizerChoice,
     /// SGD's momentum (ignored by Adam), in `[0, 1)`.
     pub momentum: f32,
-    pub schedule: ScheduleChoice,
+    pub schedule: Schedule,
     pub device: DeviceChoice,
     /// Train on the first `limit_train` training images only (all 60,000 when absent).
     pub limit_train: Option<usize>,
@@ -78,7 +54,7 @@ impl Default for TrainRequest {
             epochs: 5,
             optimizer: OptimizerChoice::Adam,
             momentum: 0.9,
-            schedule: ScheduleChoice::Cosine,
+            schedule: Schedule::Cosine,
             device: DeviceChoice::Auto,
             limit_train: None,
             seed: 42,
@@ -118,6 +94,22 @@ impl TrainRequest {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The request as the training loop's configuration: `mnist train`'s defaults for what the
+    /// page does not set (steps per GPU submission), plus a model after every epoch for the grid
+    /// and the drawing pad.
+    pub fn config(&self) -> TrainConfig {
+        TrainConfig {
+            hidden: self.hidden.clone(),
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            optimizer: self.optimizer.optimizer(self.lr, self.momentum),
+            schedule: self.schedule,
+            seed: self.seed,
+            epoch_models: true,
+            ..TrainConfig::default()
+        }
     }
 
     /// The number of training images this request uses.

@@ -37,7 +37,7 @@ pub struct StartEvent {
     pub batches_per_epoch: usize,
 }
 
-/// Where the run is inside an epoch: `event: progress`, at most every [`super::state::PROGRESS_EVERY`].
+/// Where the run is inside an epoch: `event: progress`, at most every [`crate::train::PROGRESS_EVERY`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressEvent {
     pub run: u64,

@@ -10,6 +10,7 @@
 //! - `routes.rs`: the HTTP API on [axum](https://docs.rs/axum), and the server-sent event stream;
 //! - `state.rs`: the shared state (data, current model, the run in flight) behind one mutex;
 //! - `run.rs`: a training run on its own thread, reporting events; stop after the current batch;
+//!   the device choice and the loop are the command line's (`crate::train`);
 //! - `model.rs`: the model of the latest epoch (or `--model`) on the CPU: a drawing becomes an
 //!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten probabilities;
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
@@ -30,14 +31,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use api::{DeviceChoice, OptimizerChoice, PredictRequest, PredictResponse, SamplesResponse, ScheduleChoice, TrainRequest};
+pub use api::{PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
 pub use error::ApiError;
 pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;
 pub use routes::router;
 pub use state::AppState;
 
-use crate::cli::{DataArgs, load_data};
+use crate::data_args::{DataArgs, load_data};
 use crate::data::Mnist;
 use crate::error::{MnistError, Result};
 

@@ -30,6 +30,7 @@ use super::api::{PredictRequest, PredictResponse, SamplesResponse, StopRequest, 
 use super::assets;
 use super::error::ApiError;
 use super::events::{Published, Snapshot};
+use super::run;
 use super::state::AppState;
 
 /// The largest request body accepted: a 1024x1024 drawing as JSON numbers ("255," is 4 bytes).
@@ -69,7 +70,7 @@ async fn train(
     body: Result<Json<TrainRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Json(req) = body?;
-    let run = state.start_run(req)?;
+    let run = run::start(&state, req)?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "run": run }))))
 }
 

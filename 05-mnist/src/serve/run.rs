@@ -1,5 +1,5 @@
-//! One training run, on its own OS thread: pick the device, train epoch by epoch, and turn
-//! everything that happens into events for the page.
+//! One training run, on its own OS thread: start it ([`start`]: checks, one run at a time), pick
+//! the device, train epoch by epoch, and turn everything that happens into events for the page.
 //!
 //! The thread never takes the server down. Errors (a diverging loss, a GPU that refuses a
 //! buffer) end the run with an `error` event; a panic is caught at the thread's edge and
@@ -15,18 +15,17 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
 use common::{GpuContext, software_warning};
-use gpu_layers::Optimizer;
 
-use super::api::{DeviceChoice, OptimizerChoice, ScheduleChoice, TrainRequest};
+use super::api::TrainRequest;
+use super::error::ApiError;
 use super::events::{AdapterInfo, DoneEvent, EpochEvent, ErrorEvent, ProgressEvent, Published, StartEvent};
 use super::model::ServeModel;
-use super::state::{AppState, PROGRESS_EVERY};
+use super::state::AppState;
 use crate::data::Mnist;
 use crate::metrics::EpochMetrics;
-use crate::train::{Device, Event, Schedule, TrainConfig, train};
+use crate::train::{Device, DeviceChoice, Event, Fallback, select_device_with, train};
 
 /// How a run ended when it did not fail.
 struct Outcome {
@@ -35,8 +34,50 @@ struct Outcome {
     last_test_acc: Option<f64>,
 }
 
+/// Starts a run on its own thread, or refuses: a bad request (422), a run already in flight
+/// (409), a server shutting down (503).
+pub(crate) fn start(state: &AppState, req: TrainRequest) -> Result<u64, ApiError> {
+    req.validate(state.data().train.len())?;
+    // The training loop's own checks too, so nothing it would refuse gets a 202.
+    req.config().validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+    if state.is_shutting_down() {
+        return Err(ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"));
+    }
+    let mut live = state.lock();
+    if live.training {
+        return Err(ApiError::conflict(format!(
+            "a training run (run {}) is already in progress; stop it first (POST /api/stop) \
+             or wait for it to finish",
+            live.run.unwrap_or(0)
+        )));
+    }
+    // The previous run's thread has ended (it clears `training` as its very last step);
+    // joining it here reaps it.
+    if let Some(old) = live.thread.take() {
+        let _ = old.join();
+    }
+    let run = state.next_run_id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (state2, req2, stop2) = (state.clone(), req.clone(), stop.clone());
+    let thread = std::thread::Builder::new()
+        .name(format!("train-run-{run}"))
+        .spawn(move || run_thread(state2, run, req2, stop2))
+        .map_err(|e| ApiError::internal(format!("could not start the training thread: {e}")))?;
+    live.training = true;
+    live.run = Some(run);
+    live.config = Some(req);
+    live.stop = Some(stop);
+    live.thread = Some(thread);
+    live.adapter = None;
+    live.history.clear();
+    live.progress = None;
+    live.last_outcome = None;
+    live.last_error = None;
+    Ok(run)
+}
+
 /// The body of a run's thread: trains, then frees the run's slot and says how it ended.
-pub(crate) fn run_thread(state: AppState, run: u64, req: TrainRequest, stop: Arc<AtomicBool>) {
+fn run_thread(state: AppState, run: u64, req: TrainRequest, stop: Arc<AtomicBool>) {
     let result = catch_unwind(AssertUnwindSafe(|| train_run(&state, run, &req, &stop)));
     let result = result.unwrap_or_else(|panic| {
         let what = panic
@@ -72,32 +113,27 @@ pub(crate) fn run_thread(state: AppState, run: u64, req: TrainRequest, stop: Arc
     });
 }
 
-/// Picks the device the request asks for, as `train::select_device` does for the command line
-/// but with the GPU context kept between runs (see `AppState::gpu`) and notices worded for the
-/// page. `auto` takes a real GPU and otherwise the CPU, with a notice; `gpu` takes whatever
+/// Picks the device the request asks for with `train::select_device_with`, as the command line
+/// does, but with the GPU context kept between runs (see `AppState::gpu`) and the words for
+/// the page. `auto` takes a real GPU and otherwise the CPU, with a notice; `gpu` takes whatever
 /// adapter there is, with the loud warning if it is a software one.
 fn choose_device(state: &AppState, choice: DeviceChoice) -> Result<(Device, AdapterInfo), String> {
-    let cpu = |warning: Option<String>| (Device::Cpu, AdapterInfo { name: Device::Cpu.describe(), software: false, warning });
-    match choice {
-        DeviceChoice::Cpu => Ok(cpu(None)),
-        DeviceChoice::Gpu => {
-            let ctx = state.gpu().map_err(|e| format!("device gpu: {e}. Choose the CPU device instead."))?;
-            let info = gpu_info(&ctx);
-            Ok((Device::Gpu(ctx), info))
+    let selected = select_device_with(choice, || state.gpu())
+        .map_err(|e| format!("device gpu: {e}. Choose the CPU device instead."))?;
+    let info = match (&selected.device, &selected.fallback) {
+        (Device::Gpu(ctx), _) => gpu_info(ctx),
+        (Device::Cpu, fallback) => {
+            let warning = fallback.as_ref().map(|f| match f {
+                Fallback::Software { adapter } => format!(
+                    "Device auto: the only adapter, {adapter}, is a software one (GPU code on the CPU), so \
+                     training runs on the CPU. Choose GPU to train on the software adapter anyway."
+                ),
+                Fallback::NoGpu(e) => format!("Device auto: no GPU adapter ({e}), so training runs on the CPU."),
+            });
+            AdapterInfo { name: Device::Cpu.describe(), software: false, warning }
         }
-        DeviceChoice::Auto => match state.gpu() {
-            Ok(ctx) if !ctx.is_software() => {
-                let info = gpu_info(&ctx);
-                Ok((Device::Gpu(ctx), info))
-            }
-            Ok(ctx) => Ok(cpu(Some(format!(
-                "Device auto: the only adapter, {}, is a software one (GPU code on the CPU), so \
-                 training runs on the CPU. Choose GPU to train on the software adapter anyway.",
-                ctx.info.name
-            )))),
-            Err(e) => Ok(cpu(Some(format!("Device auto: no GPU adapter ({e}), so training runs on the CPU.")))),
-        },
-    }
+    };
+    Ok((selected.device, info))
 }
 
 fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
@@ -114,31 +150,8 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
     AdapterInfo { name: ctx.adapter_line(), software, warning }
 }
 
-/// The request as the training loop's configuration: `mnist train`'s defaults for what the page
-/// does not set (steps per GPU submission), plus a model after every epoch for the grid and the
-/// drawing pad.
-pub(super) fn config(req: &TrainRequest) -> TrainConfig {
-    let optimizer = match req.optimizer {
-        OptimizerChoice::Sgd => Optimizer::sgd(req.lr, req.momentum),
-        OptimizerChoice::Adam => Optimizer::adam(req.lr),
-    };
-    TrainConfig {
-        hidden: req.hidden.clone(),
-        batch_size: req.batch_size,
-        epochs: req.epochs,
-        optimizer,
-        schedule: match req.schedule {
-            ScheduleChoice::Constant => Schedule::Constant,
-            ScheduleChoice::Cosine => Schedule::Cosine,
-        },
-        seed: req.seed,
-        epoch_models: true,
-        ..TrainConfig::default()
-    }
-}
-
 fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) -> Result<Outcome, String> {
-    let cfg = config(req);
+    let cfg = req.config();
     let all = state.data().clone();
     // The subset, when asked for (the training loop trains on all of `data.train`).
     let subset;
@@ -164,22 +177,16 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
         vec![Published::new("start", &start)]
     });
 
-    let mut last_report: Option<Instant> = None;
     let mut last_epoch: Option<EpochMetrics> = None;
     let mut epoch_lr = req.lr;
     let mut on_event = |event: Event<'_>| match event {
-        Event::EpochStart { lr, .. } => {
-            last_report = None;
-            epoch_lr = lr;
-        }
+        Event::EpochStart { lr, .. } => epoch_lr = lr,
         Event::Progress(p) => {
-            // The loop reports often on a fast GPU: pass on at most one every PROGRESS_EVERY,
-            // and the end of each epoch. The GPU's loss is NaN until its first read-back.
-            let due = last_report.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || p.batch == p.batches;
-            if !due || !p.loss.is_finite() {
+            // The loop reports at most every `train::PROGRESS_EVERY`, and the end of each epoch.
+            // The GPU's loss is NaN until its first read-back: nothing to show yet.
+            if !p.loss.is_finite() {
                 return;
             }
-            last_report = Some(Instant::now());
             let progress = ProgressEvent {
                 run,
                 epoch: p.epoch,

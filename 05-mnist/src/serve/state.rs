@@ -5,13 +5,13 @@
 //! a new page subscribes and takes its snapshot under the same lock, so a page never misses an
 //! event between its snapshot and its stream, nor sees one twice.
 //!
-//! Training runs on its own OS thread (see `run.rs`); the async handlers only flip flags and
-//! read this state, so the server stays responsive while the CPU or the GPU is busy.
+//! Training runs on its own OS thread (`run.rs` starts it and updates this state; this file
+//! knows nothing of it); the async handlers only flip flags and read this state, so the server
+//! stays responsive while the CPU or the GPU is busy.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use common::GpuContext;
 use tokio::sync::{broadcast, watch};
@@ -22,8 +22,6 @@ use super::events::{AdapterInfo, EpochEvent, ProgressEvent, Published, SamplesEv
 use super::model::ServeModel;
 use crate::data::{Mnist, PIXELS};
 
-/// How often a run reports its progress inside an epoch (at most).
-pub const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How many test digits the page's grid shows.
 pub const SAMPLE_COUNT: usize = 24;
 /// Events buffered per page; a page that falls further behind gets a fresh snapshot.
@@ -179,47 +177,14 @@ impl AppState {
         }
     }
 
-    /// Starts a run on its own thread, or refuses: a bad request (422), a run already in
-    /// flight (409), a server shutting down (503).
-    pub fn start_run(&self, req: TrainRequest) -> Result<u64, ApiError> {
-        req.validate(self.inner.data.train.len())?;
-        // The training loop's own checks too, so nothing it would refuse gets a 202.
-        super::run::config(&req).validate().map_err(|e| ApiError::invalid(e.to_string()))?;
-        if *self.inner.shutdown.borrow() {
-            return Err(ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"));
-        }
-        let mut live = self.lock();
-        if live.training {
-            return Err(ApiError::conflict(format!(
-                "a training run (run {}) is already in progress; stop it first (POST /api/stop) \
-                 or wait for it to finish",
-                live.run.unwrap_or(0)
-            )));
-        }
-        // The previous run's thread has ended (it clears `training` as its very last step);
-        // joining it here reaps it.
-        if let Some(old) = live.thread.take() {
-            let _ = old.join();
-        }
-        let run = self.inner.next_run.fetch_add(1, Ordering::Relaxed);
-        let stop = Arc::new(AtomicBool::new(false));
-        let state = self.clone();
-        let (req2, stop2) = (req.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name(format!("train-run-{run}"))
-            .spawn(move || super::run::run_thread(state, run, req2, stop2))
-            .map_err(|e| ApiError::internal(format!("could not start the training thread: {e}")))?;
-        live.training = true;
-        live.run = Some(run);
-        live.config = Some(req);
-        live.stop = Some(stop);
-        live.thread = Some(thread);
-        live.adapter = None;
-        live.history.clear();
-        live.progress = None;
-        live.last_outcome = None;
-        live.last_error = None;
-        Ok(run)
+    /// Whether the server is shutting down (new runs are refused then).
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        *self.inner.shutdown.borrow()
+    }
+
+    /// A new run's number: 1, 2, 3, ...
+    pub(crate) fn next_run_id(&self) -> u64 {
+        self.inner.next_run.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Asks the run in flight to stop after its current batch; 409 when there is none.

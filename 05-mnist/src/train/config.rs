@@ -1,0 +1,193 @@
+//! What defines a run: [`TrainConfig`], and the choices the command line and the web page share
+//! ([`OptimizerChoice`], [`Schedule`]; the device is in `device.rs`). Each choice is one enum
+//! that both clap (`--optimizer sgd`) and serde (`"optimizer": "sgd"`) read, with the same
+//! lower-case names.
+
+use gpu_layers::{NetworkSpec, Optimizer};
+
+use crate::data::{CLASSES, PIXELS};
+use crate::error::{MnistError, Result};
+
+/// The most parameters a network may have: 2^28 floats is 1 GiB per copy, and training keeps
+/// several (weights, gradients, Adam's two moments). `--hidden 99999999999` is refused here
+/// instead of aborting on a failed allocation.
+pub const MAX_PARAMETERS: usize = 1 << 28;
+
+/// Which optimizer trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerChoice {
+    /// Stochastic gradient descent with momentum (--lr, --momentum).
+    Sgd,
+    /// Adam (--lr; betas 0.9, 0.999).
+    Adam,
+}
+
+impl OptimizerChoice {
+    /// The learning rate when none is given: 0.05 for SGD, 0.001 for Adam.
+    pub fn default_lr(self) -> f32 {
+        match self {
+            OptimizerChoice::Sgd => 0.05,
+            OptimizerChoice::Adam => 0.001,
+        }
+    }
+
+    /// The optimizer with learning rate `lr`; `momentum` is SGD's (Adam ignores it).
+    pub fn optimizer(self, lr: f32, momentum: f32) -> Optimizer {
+        match self {
+            OptimizerChoice::Sgd => Optimizer::sgd(lr, momentum),
+            OptimizerChoice::Adam => Optimizer::adam(lr),
+        }
+    }
+}
+
+/// How the learning rate changes from epoch to epoch (set between epochs, never between steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// The same learning rate for every epoch.
+    Constant,
+    /// Cosine decay per epoch: epoch e of E (1-based) uses `lr * (1 + cos(pi * (e - 1) / E)) / 2`,
+    /// from the full rate down to a few percent of it in the last epoch.
+    Cosine,
+}
+
+impl Schedule {
+    /// The learning rate of epoch `epoch` (1-based) of `epochs`, starting from `lr`.
+    pub fn lr(self, lr: f32, epoch: usize, epochs: usize) -> f32 {
+        match self {
+            Schedule::Constant => lr,
+            Schedule::Cosine => {
+                let t = epoch.saturating_sub(1) as f64 / epochs.max(1) as f64;
+                (lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32
+            }
+        }
+    }
+}
+
+/// Everything that defines a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainConfig {
+    /// Hidden layer sizes (ReLU); `[]` is softmax regression.
+    pub hidden: Vec<usize>,
+    pub batch_size: usize,
+    pub epochs: usize,
+    /// The optimizer and its starting learning rate.
+    pub optimizer: Optimizer,
+    pub schedule: Schedule,
+    /// Seeds the initial parameters and the shuffle of every epoch.
+    pub seed: u64,
+    /// GPU only: training steps recorded into one submission.
+    pub steps_per_submit: usize,
+    /// Send [`super::Event::EpochModel`] with the parameters after every epoch (the web page
+    /// predicts with the latest model). On the GPU that is one read-back of the parameters per
+    /// epoch, outside the timed part.
+    pub epoch_models: bool,
+}
+
+impl Default for TrainConfig {
+    /// The defaults of `mnist train`: 784-128-10, batch 64, 10 epochs, Adam lr 0.001 with a
+    /// cosine schedule (98.11% to 98.22% test accuracy over four seeds on the CPU; see README).
+    fn default() -> Self {
+        Self {
+            hidden: vec![128],
+            batch_size: 64,
+            epochs: 10,
+            optimizer: OptimizerChoice::Adam.optimizer(OptimizerChoice::Adam.default_lr(), 0.0),
+            schedule: Schedule::Cosine,
+            seed: 42,
+            steps_per_submit: 100,
+            epoch_models: false,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks every value; the error names the flag.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(MnistError::InvalidArgument(msg));
+        if self.batch_size == 0 {
+            return bad("--batch-size must be at least 1".into());
+        }
+        if self.epochs == 0 {
+            return bad("--epochs must be at least 1".into());
+        }
+        if self.steps_per_submit == 0 {
+            return bad("--steps-per-submit must be at least 1".into());
+        }
+        if let Some(i) = self.hidden.iter().position(|&h| h == 0) {
+            return bad(format!("--hidden: layer {} has 0 units; every layer needs at least 1", i + 1));
+        }
+        // Weights and biases of every layer, `(in + 1) * out`, counted without overflowing.
+        let mut sizes = vec![PIXELS];
+        sizes.extend(&self.hidden);
+        sizes.push(CLASSES);
+        let count = sizes.windows(2).try_fold(0usize, |sum, w| w[0].checked_add(1)?.checked_mul(w[1])?.checked_add(sum));
+        if count.is_none_or(|n| n > MAX_PARAMETERS) {
+            return bad(format!("--hidden: the network would have more than {MAX_PARAMETERS} parameters (1 GiB per copy); use narrower layers"));
+        }
+        self.optimizer.validate().map_err(|e| MnistError::InvalidArgument(format!("{e} (check --lr and --momentum)")))?;
+        Ok(())
+    }
+
+    /// The network: 784 inputs, the hidden layers, 10 classes.
+    pub fn spec(&self) -> Result<NetworkSpec> {
+        NetworkSpec::new(PIXELS, &self.hidden, CLASSES).map_err(|e| MnistError::InvalidArgument(e.to_string()))
+    }
+
+    /// The starting learning rate.
+    pub fn lr(&self) -> f32 {
+        self.optimizer.lr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_schedule_decays_from_the_full_rate() {
+        assert_eq!(Schedule::Cosine.lr(0.1, 1, 10), 0.1);
+        assert!((Schedule::Cosine.lr(0.1, 6, 10) - 0.05).abs() < 1e-7);
+        let last = Schedule::Cosine.lr(0.1, 10, 10);
+        assert!(last > 0.0 && last < 0.003, "{last}");
+        assert_eq!(Schedule::Constant.lr(0.1, 10, 10), 0.1);
+        assert_eq!(Schedule::Cosine.lr(0.1, 1, 1), 0.1);
+    }
+
+    #[test]
+    fn invalid_configurations_name_the_flag() {
+        let ok = TrainConfig::default();
+        ok.validate().unwrap();
+        let cases: [(TrainConfig, &str); 8] = [
+            (TrainConfig { batch_size: 0, ..ok.clone() }, "--batch-size"),
+            (TrainConfig { epochs: 0, ..ok.clone() }, "--epochs"),
+            (TrainConfig { hidden: vec![128, 0], ..ok.clone() }, "layer 2 has 0 units"),
+            (TrainConfig { hidden: vec![99_999_999_999], ..ok.clone() }, "parameters"),
+            (TrainConfig { hidden: vec![usize::MAX, usize::MAX], ..ok.clone() }, "parameters"),
+            (TrainConfig { optimizer: Optimizer::sgd(0.0, 0.9), ..ok.clone() }, "--lr"),
+            (TrainConfig { optimizer: Optimizer::sgd(0.1, 1.5), ..ok.clone() }, "momentum"),
+            (TrainConfig { optimizer: Optimizer::adam(f32::NAN), ..ok.clone() }, "lr"),
+        ];
+        for (cfg, want) in cases {
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(want), "{want:?} not in {err:?}");
+        }
+    }
+
+    #[test]
+    fn the_choices_have_the_same_names_on_the_command_line_and_in_json() {
+        use clap::ValueEnum;
+        fn same<T: ValueEnum + serde::Serialize>() {
+            for v in T::value_variants() {
+                let cli = v.to_possible_value().unwrap().get_name().to_string();
+                assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(cli));
+            }
+        }
+        same::<OptimizerChoice>();
+        same::<Schedule>();
+        same::<super::super::DeviceChoice>();
+        assert_eq!(OptimizerChoice::Sgd.optimizer(0.05, 0.9), Optimizer::sgd(0.05, 0.9));
+        assert_eq!(OptimizerChoice::Adam.optimizer(OptimizerChoice::Adam.default_lr(), 0.9), Optimizer::adam(0.001));
+    }
+}

@@ -1,0 +1,76 @@
+//! The CPU loop: one batch at a time (gather the rows, one `CpuTrainer::train_step`, read the
+//! loss), the stop flag checked after every batch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use cpu_matrix::Matrix;
+use gpu_layers::{CpuTrainer, LayersError, NetworkSpec};
+
+use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu};
+use crate::error::Result;
+use crate::model_io::Model;
+
+pub(super) fn train_cpu(
+    spec: &NetworkSpec,
+    data: &Mnist,
+    cfg: &TrainConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<TrainOutcome> {
+    let batch = cfg.batch_size.min(data.train.len());
+    let mut net = CpuTrainer::new(spec, cfg.optimizer, batch.max(1), cfg.seed)?;
+    let n = data.train.len();
+    let batches = n.div_ceil(batch);
+    let mut history = Vec::new();
+    for epoch in 1..=cfg.epochs {
+        let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
+        net.set_learning_rate(lr)?;
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
+        let order = shuffled_order(n, cfg.seed, epoch);
+        let start = Instant::now();
+        let mut last_report = start;
+        let mut sums = Sums::default();
+        for b in 0..batches {
+            let first = b * batch;
+            let rows = batch.min(n - first);
+            let (x, labels) = gather_batch_cpu(&data.train, &order, first, rows);
+            let x = Matrix::new(rows, PIXELS, x).map_err(LayersError::from)?;
+            net.train_step(&x, &labels)?;
+            sums.add(checked(net.take_metrics(), epoch, b + 1, cfg)?);
+            if last_report.elapsed() >= PROGRESS_EVERY || b + 1 == batches {
+                last_report = Instant::now();
+                let images_per_sec = sums.rows as f64 / start.elapsed().as_secs_f64().max(1e-9);
+                on_event(Event::Progress(Progress { epoch, batch: b + 1, batches, loss: sums.mean_loss(), images_per_sec }));
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?, history, stopped: true });
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let test = evaluate_cpu(&mut net, &data.test, batch, epoch, cfg)?;
+        let m = epoch_metrics(epoch, &sums, &test, seconds);
+        on_event(Event::EpochEnd(&m));
+        if cfg.epoch_models {
+            on_event(Event::EpochModel(&Model::new(spec.clone(), net.parameters())?));
+        }
+        history.push(m);
+    }
+    Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?, history, stopped: false })
+}
+
+fn evaluate_cpu(net: &mut CpuTrainer, test: &Dataset, batch: usize, epoch: usize, cfg: &TrainConfig) -> Result<Sums> {
+    let order: Vec<u32> = (0..test.len() as u32).collect();
+    let mut first = 0;
+    while first < test.len() {
+        let rows = batch.min(test.len() - first);
+        let (x, labels) = gather_batch_cpu(test, &order, first, rows);
+        let x = Matrix::new(rows, PIXELS, x).map_err(LayersError::from)?;
+        net.eval_batch(&x, &labels)?;
+        first += rows;
+    }
+    let mut sums = Sums::default();
+    sums.add(checked(net.take_metrics(), epoch, test.len().div_ceil(batch), cfg)?);
+    Ok(sums)
+}

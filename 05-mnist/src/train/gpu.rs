@@ -1,0 +1,137 @@
+//! The GPU loop: both splits resident on the device, `steps_per_submit` steps (gather + stage
+//! 04's `record_step`) per submission, the loss summed on the device and read back when the
+//! epoch ends or every `PROGRESS_EVERY`; the stop flag checked after every submission.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use common::GpuContext;
+use gpu_layers::{GpuTrainer, NetworkSpec};
+
+use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use crate::data::Mnist;
+use crate::error::Result;
+use crate::gather::{DeviceBatches, GatherKernel};
+use crate::model_io::Model;
+
+/// A trainer on the GPU with both splits resident and bound to its input buffers.
+struct GpuRun<'a> {
+    ctx: &'a GpuContext,
+    trainer: GpuTrainer,
+    kernel: GatherKernel,
+    train: DeviceBatches,
+    test: DeviceBatches,
+    batch: usize,
+}
+
+impl GpuRun<'_> {
+    /// Records steps `steps` of `batches` (all of them full batches, or a single short one
+    /// after `set_batch`) into one compute pass and submits it. Does not wait.
+    fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) {
+        let label = if training { "train steps" } else { "eval steps" };
+        self.ctx.submit_pass(label, |pass| {
+            for s in steps {
+                batches.record(&self.kernel, pass, s);
+                if training {
+                    self.trainer.record_step(pass);
+                } else {
+                    self.trainer.record_eval(pass);
+                }
+            }
+        });
+    }
+
+    /// Runs every step of `batches`: full batches in submissions of `per_submit` steps, then
+    /// the short last batch (if any) in its own submission. `after_submit(steps_done)` runs
+    /// after each submission and returns false to stop early. Returns the steps submitted and
+    /// whether all of them were (false: stopped early).
+    fn run_all(
+        &self,
+        batches: &DeviceBatches,
+        training: bool,
+        per_submit: usize,
+        mut after_submit: impl FnMut(usize) -> Result<bool>,
+    ) -> Result<(usize, bool)> {
+        let full = batches.len() / self.batch;
+        self.trainer.set_batch(self.ctx, self.batch)?;
+        let mut done = 0;
+        while done < full {
+            let k = per_submit.min(full - done);
+            self.submit(batches, done..done + k, training);
+            done += k;
+            if !after_submit(done)? {
+                return Ok((done, false));
+            }
+        }
+        if done < batches.steps() {
+            self.trainer.set_batch(self.ctx, batches.rows(done))?;
+            self.submit(batches, done..done + 1, training);
+            done += 1;
+            if !after_submit(done)? {
+                return Ok((done, false));
+            }
+        }
+        Ok((done, true))
+    }
+}
+
+pub(super) fn train_gpu(
+    ctx: &GpuContext,
+    spec: &NetworkSpec,
+    data: &Mnist,
+    cfg: &TrainConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<TrainOutcome> {
+    let batch = cfg.batch_size.min(data.train.len());
+    let trainer = GpuTrainer::new(ctx, spec, cfg.optimizer, batch, cfg.seed)?;
+    let kernel = GatherKernel::new(ctx)?;
+    let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
+    let test = DeviceBatches::new(ctx, &kernel, &data.test, batch, trainer.input(), trainer.labels(), "test")?;
+    let run = GpuRun { ctx, trainer, kernel, train, test, batch };
+    let n = run.train.len();
+    let batches = run.train.steps();
+    let mut history = Vec::new();
+    let parameters = |run: &GpuRun| -> Result<Model> { Model::new(spec.clone(), run.trainer.parameters(ctx)?) };
+
+    for epoch in 1..=cfg.epochs {
+        let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
+        run.trainer.set_learning_rate(ctx, lr)?;
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
+        // The order and the rate are queue writes: they land before the epoch's first submit.
+        run.train.set_order(ctx, &shuffled_order(n, cfg.seed, epoch))?;
+        let start = Instant::now();
+        let mut last_read = start;
+        let mut sums = Sums::default();
+        let (done, completed) = run.run_all(&run.train, true, cfg.steps_per_submit, |done| {
+            let due = last_read.elapsed() >= PROGRESS_EVERY;
+            if due && done < batches {
+                // A read-back waits for the GPU: only on slow devices, a few times a second.
+                sums.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?);
+                last_read = Instant::now();
+            }
+            if due || done == batches {
+                let images_per_sec = (done * batch).min(n) as f64 / start.elapsed().as_secs_f64().max(1e-9);
+                on_event(Event::Progress(Progress { epoch, batch: done, batches, loss: sums.mean_loss_or_nan(), images_per_sec }));
+            }
+            Ok(!stop.load(Ordering::Relaxed))
+        })?;
+        if !completed {
+            ctx.wait()?;
+            return Ok(TrainOutcome { model: parameters(&run)?, history, stopped: true });
+        }
+        sums.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?); // waits for the last step
+        let seconds = start.elapsed().as_secs_f64();
+        run.run_all(&run.test, false, cfg.steps_per_submit.max(run.test.steps()), |_| Ok(true))?;
+        let mut test = Sums::default();
+        test.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?);
+        let m = epoch_metrics(epoch, &sums, &test, seconds);
+        on_event(Event::EpochEnd(&m));
+        if cfg.epoch_models {
+            on_event(Event::EpochModel(&parameters(&run)?));
+        }
+        history.push(m);
+    }
+    Ok(TrainOutcome { model: parameters(&run)?, history, stopped: false })
+}
