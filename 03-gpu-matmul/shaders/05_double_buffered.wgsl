@@ -1,5 +1,4 @@
-// 05_double_buffered.wgsl: kernel 04 with double buffering, and compiled without naga's
-// runtime bounds checks.
+// 05_double_buffered.wgsl: kernel 04 with double buffering.
 //
 // The idea: in kernel 04 every step along k goes "load tiles, barrier, compute, barrier", and
 // while the tiles load the arithmetic units wait. Here each invocation first issues its
@@ -13,11 +12,11 @@
 //             tile[(t+1) % 2] <- regs
 //             barrier
 //
-// Also new: `Matmul` builds this kernel with `create_shader_module_trusted` and
-// `ShaderRuntimeChecks::unchecked()`, so naga does not clamp every array index. That is sound
-// only because every global access below is guarded by an explicit test against the shape
-// (the tests run awkward shapes to keep it so), and every workgroup/private index is a
-// function of constants and the invocation id that stays inside the arrays by construction.
+// Like kernels 03 and 04, `Matmul` builds it without naga's runtime checks
+// (`ShaderRuntimeChecks::unchecked()`, see `Kernel::default_checks`). That is sound only
+// because every global access below is guarded by an explicit test against the shape (the
+// tests run awkward shapes to keep it so), and every workgroup/private index is a function of
+// constants and the invocation id that stays inside the arrays by construction.
 //
 // Everything else (layouts, transposed A staging, strided ownership, vec4 masks, the
 // "strides must be multiples of 4" rule) is as in 04_vec4.wgsl.

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use common::GpuContext;
+
 use crate::{Checks, MatmulError, Transpose};
 
 /// The GPU kernels, numbered like their shader files and the runner's command line
@@ -27,7 +29,30 @@ pub enum Kernel {
     /// `06_coop_matrix.wgsl`: tensor cores (cooperative matrices), f16 inputs, f32 accumulation.
     /// Only where the adapter has them ([`common::GpuContext::has_cooperative_matrix`]).
     CoopMatrix = 6,
+    /// `07_warp_tiled.wgsl`: kernel 05 with warp tiles, 16-deep k-steps and a swizzled order.
+    WarpTiled = 7,
+    /// `08_coop_f16.wgsl`: tensor cores fed from f16 copies of the operands (made by two
+    /// conversion passes in the same call), 128-bit staging, up to 64 x 64 of C per subgroup.
+    CoopF16 = 8,
 }
+
+/// What a product may round its inputs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 inputs, f32 arithmetic: every adapter, results within `Kernel::tolerance` of f64.
+    F32,
+    /// Inputs rounded to f16 (relative error 2^-11 each), products summed in f32: tensor
+    /// cores, where the adapter has cooperative matrices.
+    F16Inputs,
+}
+
+/// How far the f16 copies kernel 08 makes are padded with zeros: rows and columns along m and
+/// n to multiples of `F16_PAD_MN`, along k to multiples of `F16_PAD_K`, so that every tile the
+/// product loads lies inside them (every `bm`, `bn` of its tiles divides `F16_PAD_MN` and every
+/// `bk` divides `F16_PAD_K`). Written into the shader by [`Kernel::constants`].
+pub const F16_PAD_MN: u32 = 256;
+/// See [`F16_PAD_MN`].
+pub const F16_PAD_K: u32 = 64;
 
 /// A `Matmul` made with [`crate::Matmul::new`] picks the first tile of a kernel's ladder that
 /// still gives at least this many workgroups (about two per multiprocessor on the H200's 132),
@@ -36,12 +61,40 @@ pub const MIN_WORKGROUPS: u32 = 256;
 
 impl Kernel {
     /// Every GPU kernel, in order.
-    pub const ALL: [Kernel; 6] =
-        [Kernel::Naive, Kernel::Tiled, Kernel::Blocked2d, Kernel::Vec4, Kernel::DoubleBuffered, Kernel::CoopMatrix];
+    pub const ALL: [Kernel; 8] = [
+        Kernel::Naive,
+        Kernel::Tiled,
+        Kernel::Blocked2d,
+        Kernel::Vec4,
+        Kernel::DoubleBuffered,
+        Kernel::CoopMatrix,
+        Kernel::WarpTiled,
+        Kernel::CoopF16,
+    ];
 
     /// The fastest f32 kernel: runs on every adapter, handles every shape and transpose, and
-    /// rounds nothing to f16 (kernel 06 is faster where it exists, at f16 input precision).
-    pub const BEST: Kernel = Kernel::DoubleBuffered;
+    /// rounds nothing to f16. Kernels 06 and 08 are faster where they exist, at f16 input
+    /// precision ([`Kernel::BEST_F16_INPUTS`]).
+    pub const BEST: Kernel = Kernel::WarpTiled;
+
+    /// The fastest kernel that rounds its inputs to f16 (tensor cores). It runs only where
+    /// [`crate::coop_support`] says so; [`Kernel::fastest`] picks it or [`Kernel::BEST`].
+    pub const BEST_F16_INPUTS: Kernel = Kernel::CoopF16;
+
+    /// The fastest kernel this adapter runs at `precision`: [`Kernel::BEST_F16_INPUTS`] for
+    /// [`Precision::F16Inputs`] where the adapter has the cooperative matrices it needs, else
+    /// [`Kernel::BEST`]. `Matmul::new(ctx, Kernel::fastest(ctx, p))` is what later stages call.
+    pub fn fastest(ctx: &GpuContext, precision: Precision) -> Kernel {
+        match precision {
+            Precision::F16Inputs if crate::coop_support(ctx).is_ok() => Kernel::BEST_F16_INPUTS,
+            _ => Kernel::BEST,
+        }
+    }
+
+    /// The precision of this kernel's results.
+    pub fn precision(self) -> Precision {
+        if self.needs_cooperative_matrix() { Precision::F16Inputs } else { Precision::F32 }
+    }
 
     /// The number in the file name, the enum and the command line.
     pub fn number(self) -> u32 {
@@ -62,6 +115,8 @@ impl Kernel {
             Kernel::Vec4 => "vec4",
             Kernel::DoubleBuffered => "double_buffered",
             Kernel::CoopMatrix => "coop_matrix",
+            Kernel::WarpTiled => "warp_tiled",
+            Kernel::CoopF16 => "coop_f16",
         }
     }
 
@@ -79,25 +134,33 @@ impl Kernel {
             Kernel::Vec4 => include_str!("../shaders/04_vec4.wgsl"),
             Kernel::DoubleBuffered => include_str!("../shaders/05_double_buffered.wgsl"),
             Kernel::CoopMatrix => include_str!("../shaders/06_coop_matrix.wgsl"),
+            Kernel::WarpTiled => include_str!("../shaders/07_warp_tiled.wgsl"),
+            Kernel::CoopF16 => include_str!("../shaders/08_coop_f16.wgsl"),
         }
     }
 
     /// Whether this kernel needs cooperative matrices (tensor cores).
     pub fn needs_cooperative_matrix(self) -> bool {
-        self == Kernel::CoopMatrix
+        matches!(self, Kernel::CoopMatrix | Kernel::CoopF16)
+    }
+
+    /// Whether a call runs passes that convert the operands to f16 copies before the product
+    /// (kernel 08: entry points `to_f16_a` and `to_f16_b` of the same shader).
+    pub fn converts_to_f16(self) -> bool {
+        self == Kernel::CoopF16
     }
 
     /// Whether this kernel reads and writes `vec4<f32>`, so that every row stride must be a
     /// multiple of 4 floats. On other operands `Matmul` runs [`Kernel::Blocked2d`] with the
     /// same tile instead (and says so in [`crate::MatmulCall::kernel`]).
     pub fn needs_vec4_rows(self) -> bool {
-        matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered | Kernel::CoopMatrix)
+        matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered | Kernel::WarpTiled | Kernel::CoopMatrix)
     }
 
     /// The runtime checks the pipeline is compiled with by default. Kernels 03 on guard every
     /// global access themselves and index their arrays with constants, so they drop naga's
-    /// checks (`create_shader_module_trusted`): on the H200 the checks made kernel 03 ten times
-    /// slower than kernel 01 (see the README). 01 and 02 keep wgpu's default.
+    /// checks (`create_shader_module_trusted`): on the H200 the checks made kernels 03-05 13 to
+    /// 36 times slower (the README's checks table). 01 and 02 keep wgpu's default.
     pub fn default_checks(self) -> Checks {
         match self {
             Kernel::Naive | Kernel::Tiled => Checks::All,
@@ -113,14 +176,14 @@ impl Kernel {
     /// margin over the error random rounding gives (about sqrt(k) * 2^-24 * |sum|) while a
     /// single wrong or missing term (of size ~0.1 or more) still fails.
     ///
-    /// Kernel 06 rounds its inputs to f16 (relative error up to 2^-11 each), so each product
+    /// Kernels 06 and 08 round their inputs to f16 (relative error up to 2^-11 each), so each product
     /// is off by up to ~1e-3 of its size, at random: for inputs in [-1, 1] the sum's error has
     /// a standard deviation of about 1e-4 * sqrt(k); `abs = 2e-3 * sqrt(k)` is 20 of those,
     /// still far below the error of one missing 16-wide fragment (about 1).
     pub fn tolerance(self, k: usize) -> (f64, f64) {
         let k = k.max(1) as f64;
         match self {
-            Kernel::CoopMatrix => (1e-3, 2e-3 * k.sqrt()),
+            Kernel::CoopMatrix | Kernel::CoopF16 => (1e-3, 2e-3 * k.sqrt()),
             _ => (1e-4, 2e-6 * k),
         }
     }
@@ -133,7 +196,7 @@ impl Kernel {
     /// The tiles [`crate::Matmul::new`] chooses from, largest first: the first that gives at
     /// least [`MIN_WORKGROUPS`] workgroups for the shape at hand, else the last.
     pub fn tile_ladder(self) -> Vec<Tile> {
-        let t = |bm, bn, bk, tm, tn| Tile { bm, bn, bk, tm, tn };
+        let t = Tile::new;
         match self {
             Kernel::Naive => vec![t(16, 16, 1, 1, 1)],
             Kernel::Tiled => vec![t(16, 16, 16, 1, 1)],
@@ -146,6 +209,17 @@ impl Kernel {
             }
             // tm x tn here is one subgroup's block of 16 x 16 fragments.
             Kernel::CoopMatrix => vec![t(128, 256, 16, 64, 64), t(128, 128, 32, 64, 32), t(64, 64, 32, 32, 32)],
+            Kernel::WarpTiled => vec![
+                t(128, 128, 16, 8, 8).warp(64, 32).group(8),
+                t(64, 64, 16, 4, 8).warp(32, 32).group(8),
+                t(32, 32, 16, 4, 8).warp(32, 32),
+            ],
+            // tm x tn is the fragment; wm x wn one subgroup's block of fragments.
+            Kernel::CoopF16 => vec![
+                t(128, 256, 16, 16, 16).warp(64, 64).group(8),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8),
+                t(64, 64, 32, 16, 16).warp(32, 32).group(8),
+            ],
         }
     }
 
@@ -161,7 +235,7 @@ impl Kernel {
     /// Tile shapes the runner's `--tune` mode tries: the ladder, then other candidates
     /// (each once).
     pub fn tune_tiles(self) -> Vec<Tile> {
-        let t = |bm, bn, bk, tm, tn| Tile { bm, bn, bk, tm, tn };
+        let t = Tile::new;
         let extra = match self {
             Kernel::Naive => vec![t(8, 8, 1, 1, 1), t(8, 32, 1, 1, 1), t(4, 64, 1, 1, 1)],
             Kernel::Tiled => vec![t(8, 8, 8, 1, 1), t(32, 32, 32, 1, 1)],
@@ -187,6 +261,32 @@ impl Kernel {
                 t(128, 64, 32, 64, 32),
                 t(64, 128, 32, 32, 64),
             ],
+            // Warp tiles of 32 invocations as 8 x 4 or 4 x 8; k-steps of 8, 16 and 32; 128 or
+            // 256 invocations; swizzle groups of 1 (none), 8 and 16.
+            Kernel::WarpTiled => vec![
+                t(128, 128, 16, 8, 8).warp(32, 64).group(8),
+                t(128, 128, 16, 16, 8).warp(64, 64).group(8),
+                t(128, 128, 16, 8, 16).warp(64, 64).group(8),
+                t(128, 128, 8, 8, 8).warp(64, 32).group(8),
+                t(128, 128, 8, 16, 8).warp(64, 64).group(8),
+                t(128, 256, 8, 8, 16).warp(64, 64).group(8),
+                t(256, 128, 8, 16, 8).warp(64, 64).group(8),
+                t(128, 64, 16, 8, 8).warp(64, 32).group(8),
+                t(128, 128, 16, 8, 8).warp(64, 32),
+                t(128, 128, 16, 8, 8).warp(64, 32).group(16),
+            ],
+            // Subgroup blocks of 64 x 64, 64 x 32 and 32 x 64; k-steps of 16 and 32; 4 or 8
+            // subgroups; swizzle groups of 1 (none), 8 and 16.
+            Kernel::CoopF16 => vec![
+                t(256, 128, 16, 16, 16).warp(64, 64).group(8),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8),
+                t(128, 128, 32, 16, 16).warp(64, 32).group(8),
+                t(128, 128, 16, 16, 16).warp(32, 64).group(8),
+                t(64, 128, 32, 16, 16).warp(32, 64).group(8),
+                t(128, 256, 16, 16, 16).warp(64, 64),
+                t(128, 256, 16, 16, 16).warp(64, 64).group(16),
+                t(128, 128, 32, 16, 16).warp(64, 64),
+            ],
         };
         let mut tiles = self.tile_ladder();
         for tile in extra {
@@ -198,10 +298,14 @@ impl Kernel {
     }
 
     /// Invocations per workgroup: one per `tm x tn` block, except kernel 06, where a
-    /// `tm x tn` block belongs to a subgroup of 32.
+    /// `tm x tn` block belongs to a subgroup of 32, and kernels 07 and 08, where a subgroup of
+    /// 32 computes each `wm x wn` block.
     pub fn threads(self, tile: Tile) -> u32 {
-        let blocks = tile.threads();
-        if self == Kernel::CoopMatrix { blocks * 32 } else { blocks }
+        match self {
+            Kernel::CoopMatrix => tile.threads() * 32,
+            Kernel::WarpTiled | Kernel::CoopF16 => tile.warps() * 32,
+            _ => tile.threads(),
+        }
     }
 
     /// The `const` values written into the shader for `tile` and `t`, after checking that the
@@ -214,6 +318,13 @@ impl Kernel {
                 "{threads} invocations per workgroup (bm/tm * bn/tn, with tm | bm and tn | bn); this device allows 1 to {}",
                 limits.max_compute_invocations_per_workgroup
             ));
+        }
+        let warp_level = matches!(self, Kernel::WarpTiled | Kernel::CoopF16);
+        if !warp_level && (tile.wm != 0 || tile.wn != 0 || tile.gm != 1) {
+            return bad("only kernels 07 and 08 have warp tiles (wm, wn) and a swizzle (gm)".into());
+        }
+        if warp_level && (tile.warps() == 0 || tile.gm == 0) {
+            return bad("the warp tile wm x wn must divide the workgroup tile bm x bn, and gm must be positive".into());
         }
         let u = |v: u32| format!("{v}u");
         let mut consts = vec![("TRANS_A", (t == Transpose::A).to_string()), ("TRANS_B", (t == Transpose::B).to_string())];
@@ -263,6 +374,43 @@ impl Kernel {
                 let (b_rows, b_cols) = if t == Transpose::B { (tile.bn, tile.bk) } else { (tile.bk, tile.bn) };
                 2 * (a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2) + (threads / 32) * 1024
             }
+            Kernel::WarpTiled => {
+                if !tile.tm.is_multiple_of(4) || !tile.tn.is_multiple_of(4) || !tile.bk.is_multiple_of(4) || tile.tm == 0 || tile.tn == 0 {
+                    return bad("vec4 kernels move groups of 4: tm, tn and bk must be positive multiples of 4".into());
+                }
+                if !tile.wm.is_multiple_of(tile.tm) || !tile.wn.is_multiple_of(tile.tn) || (tile.wm / tile.tm) * (tile.wn / tile.tn) != 32 {
+                    return bad("a warp of 32 invocations covers wm x wn with tm x tn each: (wm / tm) * (wn / tn) must be 32".into());
+                }
+                for (name, v) in
+                    [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("WM", tile.wm), ("WN", tile.wn), ("TM", tile.tm), ("TN", tile.tn), ("GM", tile.gm)]
+                {
+                    consts.push((name, u(v)));
+                }
+                2 * (tile.bm + tile.bn) * tile.bk * 4
+            }
+            Kernel::CoopF16 => {
+                let frags = |v: u32| v.is_multiple_of(16) && (16..=64).contains(&v);
+                if (tile.tm, tile.tn) != (16, 16) || !frags(tile.wm) || !frags(tile.wn) {
+                    return bad("fragments are 16 x 16 (tm = tn = 16), and a subgroup computes wm x wn of C, 1 to 4 fragments \
+                                each way (wm, wn in 16, 32, 48, 64)"
+                        .into());
+                }
+                if !F16_PAD_MN.is_multiple_of(tile.bm) || !F16_PAD_MN.is_multiple_of(tile.bn) || ![16, 32, 64].contains(&tile.bk) {
+                    return bad(format!(
+                        "the f16 copies are padded to whole tiles: bm and bn must divide {F16_PAD_MN}, bk must be 16, 32 or 64"
+                    ));
+                }
+                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("WM", tile.wm), ("WN", tile.wn), ("GM", tile.gm)] {
+                    consts.push((name, u(v)));
+                }
+                consts.push(("PAD_MN", u(F16_PAD_MN)));
+                consts.push(("PAD_K", u(F16_PAD_K)));
+                // Two buffers of f16 tiles with 8 halves of padding per row, plus one f32
+                // 16 x 16 scratch per subgroup (as kernel 06).
+                let (a_rows, a_cols) = if t == Transpose::A { (tile.bk, tile.bm) } else { (tile.bm, tile.bk) };
+                let (b_rows, b_cols) = if t == Transpose::B { (tile.bn, tile.bk) } else { (tile.bk, tile.bn) };
+                2 * (a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2) + (threads / 32) * 1024
+            }
         };
         if shared > limits.max_compute_workgroup_storage_size {
             return bad(format!(
@@ -282,6 +430,12 @@ impl fmt::Display for Kernel {
 
 /// A tile shape, in the standard names: a workgroup computes a `bm x bn` block of C, stepping
 /// through the inner dimension `bk` at a time, and each invocation computes `tm x tn` outputs.
+///
+/// Kernels 07 and 08 add a level between the two: each subgroup of 32 invocations (a "warp")
+/// computes a `wm x wn` block of the workgroup's, and workgroups are launched `gm` row bands
+/// at a time (the swizzle that keeps shared tiles in the L2 cache). Elsewhere `wm = wn = 0`
+/// and `gm = 1`. In kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the
+/// 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tile {
     pub bm: u32,
@@ -289,21 +443,57 @@ pub struct Tile {
     pub bk: u32,
     pub tm: u32,
     pub tn: u32,
+    pub wm: u32,
+    pub wn: u32,
+    pub gm: u32,
 }
 
 impl Tile {
-    /// Invocations per workgroup: one per `tm x tn` block of the `bm x bn` tile.
+    /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
+    pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1 }
+    }
+
+    /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
+    pub const fn warp(self, wm: u32, wn: u32) -> Self {
+        Self { wm, wn, ..self }
+    }
+
+    /// The same tile with workgroups launched `gm` row bands at a time.
+    pub const fn group(self, gm: u32) -> Self {
+        Self { gm, ..self }
+    }
+
+    /// Invocations per workgroup: one per `tm x tn` block of the `bm x bn` tile (0 if they
+    /// do not divide).
     pub fn threads(&self) -> u32 {
         if self.tm == 0 || self.tn == 0 || !self.bm.is_multiple_of(self.tm) || !self.bn.is_multiple_of(self.tn) {
             return 0;
         }
         (self.bm / self.tm) * (self.bn / self.tn)
     }
+
+    /// Subgroup (warp) blocks of `wm x wn` per workgroup tile (0 if none, or if they do not
+    /// divide).
+    pub fn warps(&self) -> u32 {
+        if self.wm == 0 || self.wn == 0 || !self.bm.is_multiple_of(self.wm) || !self.bn.is_multiple_of(self.wn) {
+            return 0;
+        }
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
 }
 
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn` and ` g gm` where set: `128x128x16/8x8 w64x32 g8`.
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}x{}/{}x{}", self.bm, self.bn, self.bk, self.tm, self.tn)
+        write!(f, "{}x{}x{}/{}x{}", self.bm, self.bn, self.bk, self.tm, self.tn)?;
+        if self.wm != 0 || self.wn != 0 {
+            write!(f, " w{}x{}", self.wm, self.wn)?;
+        }
+        if self.gm != 1 {
+            write!(f, " g{}", self.gm)?;
+        }
+        Ok(())
     }
 }
 
@@ -392,22 +582,26 @@ mod tests {
             emit_int_div_checks: false,
             ..spv::Options::default()
         };
+        let validate = |what: &str, src: &str| {
+            let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+            let info = Validator::new(ValidationFlags::all(), caps)
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+            for options in [&checked, &unchecked] {
+                let words = spv::write_vec(&module, &info, options, None).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(words.len() > 100, "{what}: suspiciously short SPIR-V");
+            }
+        };
         for k in Kernel::ALL {
             for tile in k.tune_tiles() {
                 for t in crate::TRANSPOSES {
                     let what = format!("kernel {k} tile {tile} {t:?}");
                     let consts = k.constants(tile, t, &limits).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let src = specialize(k.source(), &consts).unwrap();
-                    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    let info = Validator::new(ValidationFlags::all(), caps)
-                        .validate(&module)
-                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    for options in [&checked, &unchecked] {
-                        let words = spv::write_vec(&module, &info, options, None).unwrap_or_else(|e| panic!("{what}: {e}"));
-                        assert!(words.len() > 100, "{what}: suspiciously short SPIR-V");
-                    }
+                    validate(&what, &specialize(k.source(), &consts).unwrap());
                 }
             }
         }
+        validate("peak_fma.wgsl", include_str!("../shaders/peak_fma.wgsl"));
+        validate("peak_coop.wgsl", include_str!("../shaders/peak_coop.wgsl"));
     }
 }

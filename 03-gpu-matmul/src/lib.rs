@@ -26,6 +26,7 @@
 
 mod cpu;
 mod kernels;
+pub mod peak;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -34,7 +35,8 @@ use common::{GpuContext, GpuError};
 use cpu_matrix::Matrix;
 
 pub use cpu::{matmul_cpu, reference_rows};
-pub use kernels::{Kernel, MIN_WORKGROUPS, Tile, specialize};
+pub use peak::PeakProbe;
+pub use kernels::{F16_PAD_K, F16_PAD_MN, Kernel, MIN_WORKGROUPS, Precision, Tile, specialize};
 
 /// A row-major f32 matrix that lives on the GPU. `rows`/`cols` are the CAPACITY shape.
 ///
@@ -179,15 +181,16 @@ struct Dims {
     lda: u32,
     ldb: u32,
     ldc: u32,
-    _pad: [u32; 2],
+    /// Row strides of kernel 08's f16 copies of a and b, in vec4<f16>; 0 elsewhere.
+    ld16: [u32; 2],
 }
 
 /// The runtime checks naga compiles into a shader module.
 ///
 /// wgpu's default ([`Checks::All`]) makes every shader memory-safe whatever it does: each
 /// array index is clamped into range, each loop gets a hidden iteration bound, each integer
-/// division is guarded. That costs little in simple kernels and, on the H200, a factor of ten
-/// in register-blocked ones. [`Checks::None`] drops them (`create_shader_module_trusted`):
+/// division is guarded. That costs little in simple kernels and, on the H200, a factor of 13
+/// to 36 in the register-blocked kernels 03-05 (the README's checks table). [`Checks::None`] drops them (`create_shader_module_trusted`):
 /// only for kernels that guard every access themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Checks {
@@ -221,12 +224,19 @@ impl fmt::Display for Checks {
     }
 }
 
+/// The pipelines of one kernel, tile and transpose: the product, and for kernel 08 the two
+/// passes that make the f16 copies of a and b (entry points `to_f16_a`, `to_f16_b`).
+struct Pipelines {
+    product: wgpu::ComputePipeline,
+    to_f16: Option<[wgpu::ComputePipeline; 2]>,
+}
+
 /// One kernel with one tile shape, its pipelines compiled on first use (per transpose).
 struct Variant {
     kernel: Kernel,
     tile: Tile,
     checks: Checks,
-    pipelines: [OnceLock<wgpu::ComputePipeline>; 3],
+    pipelines: [OnceLock<Pipelines>; 3],
 }
 
 impl Variant {
@@ -234,7 +244,7 @@ impl Variant {
         Self { kernel, tile, checks: checks.unwrap_or(kernel.default_checks()), pipelines: Default::default() }
     }
 
-    fn pipeline(&self, ctx: &GpuContext, t: Transpose) -> Result<&wgpu::ComputePipeline, MatmulError> {
+    fn pipelines(&self, ctx: &GpuContext, t: Transpose) -> Result<&Pipelines, MatmulError> {
         let slot = &self.pipelines[transpose_index(t)];
         if let Some(p) = slot.get() {
             return Ok(p);
@@ -243,8 +253,16 @@ impl Variant {
         let wgsl = specialize(self.kernel.source(), &consts)
             .map_err(|why| MatmulError::Config { kernel: self.kernel, tile: self.tile, why })?;
         let label = format!("matmul {} {} ({})", self.kernel, self.tile, formula(t));
-        let pipeline = build_pipeline(ctx, &label, &wgsl, self.checks)?;
-        Ok(slot.get_or_init(|| pipeline))
+        let product = build_pipeline(ctx, &label, &wgsl, "main", self.checks)?;
+        let to_f16 = if self.kernel.converts_to_f16() {
+            Some([
+                build_pipeline(ctx, &format!("{label}: a to f16"), &wgsl, "to_f16_a", self.checks)?,
+                build_pipeline(ctx, &format!("{label}: b to f16"), &wgsl, "to_f16_b", self.checks)?,
+            ])
+        } else {
+            None
+        };
+        Ok(slot.get_or_init(|| Pipelines { product, to_f16 }))
     }
 
     fn groups(&self, m: usize, n: usize) -> (u32, u32) {
@@ -303,10 +321,11 @@ impl Matmul {
         } else if kernel.needs_cooperative_matrix() {
             kernel.scalar_ladder().into_iter().map(|t| Variant::new(Kernel::Blocked2d, t, checks)).collect()
         } else {
-            tiles.iter().map(|&t| Variant::new(Kernel::Blocked2d, t, checks)).collect()
+            // Kernel 03 has no warp level: the same block sizes without it.
+            tiles.iter().map(|t| Variant::new(Kernel::Blocked2d, Tile::new(t.bm, t.bn, t.bk, t.tm, t.tn), checks)).collect()
         };
         let mm = Self { kernel, ladder: tiles.into_iter().map(|t| Variant::new(kernel, t, checks)).collect(), scalar };
-        mm.ladder[0].pipeline(ctx, Transpose::None)?;
+        mm.ladder[0].pipelines(ctx, Transpose::None)?;
         Ok(mm)
     }
 
@@ -380,10 +399,7 @@ impl Matmul {
             })
             .unwrap_or_else(|| family.last().expect("a Matmul has at least one tile"));
 
-        let pipeline = variant.pipeline(ctx, t)?.clone();
-        let dims = Dims { m: m as u32, k: k as u32, n: n as u32, lda: a.cols as u32, ldb: b.cols as u32, ldc: out.cols as u32, _pad: [0; 2] };
-        let uniform = ctx.uniform_buffer("matmul dims", &dims);
-        let bind_group = ctx.bind_group("matmul", &pipeline, 0, &[&a.buffer, &b.buffer, &out.buffer, &uniform])?;
+        let pipelines = variant.pipelines(ctx, t)?;
         // The grid covers the capacity shape; workgroups past a smaller logical shape (after
         // `set_dims`) exit at once. So a recording stays valid whatever set_dims does later.
         let max = ctx.limits.max_compute_workgroups_per_dimension;
@@ -395,13 +411,67 @@ impl Matmul {
                 why: format!("needs {} x {} workgroups; this device allows {max} per dimension", groups.0, groups.1),
             });
         }
-        Ok(MatmulCall { pipeline, bind_group, uniform, capacity: (m, k, n), dims, groups, kernel: variant.kernel, tile: variant.tile })
+        let mut dims = Dims { m: m as u32, k: k as u32, n: n as u32, lda: a.cols as u32, ldb: b.cols as u32, ldc: out.cols as u32, ld16: [0; 2] };
+        let mut steps = Vec::new();
+        let (bind_group, uniform) = match &pipelines.to_f16 {
+            None => {
+                let uniform = ctx.uniform_buffer("matmul dims", &dims);
+                (ctx.bind_group("matmul", &pipelines.product, 0, &[&a.buffer, &b.buffer, &out.buffer, &uniform])?, uniform)
+            }
+            Some([to_a, to_b]) => {
+                // Kernel 08: zero-padded f16 copies of a and b, made by two passes before the
+                // product. Stored like the operands, rows and columns padded (see F16_PAD_MN).
+                let (pad_a, pad_b) = match t {
+                    Transpose::None => ((F16_PAD_MN, F16_PAD_K), (F16_PAD_K, F16_PAD_MN)),
+                    Transpose::A => ((F16_PAD_K, F16_PAD_MN), (F16_PAD_K, F16_PAD_MN)),
+                    Transpose::B => ((F16_PAD_MN, F16_PAD_K), (F16_PAD_MN, F16_PAD_K)),
+                };
+                let copy = |g: &GpuMatrix, (pr, pc): (u32, u32)| -> Result<(wgpu::Buffer, u32, u64), MatmulError> {
+                    let rows = (g.rows as u64).next_multiple_of(pr as u64).max(pr as u64);
+                    let cols = (g.cols as u64).next_multiple_of(pc as u64).max(pc as u64);
+                    if rows * cols > u32::MAX as u64 / 2 {
+                        return Err(MatmulError::Shape { op: op.clone(), shapes: shapes(), why: "a padded f16 copy exceeds 2^31 halves".into() });
+                    }
+                    let buffer = ctx.storage_buffer_empty(&format!("f16 copy {rows}x{cols}"), rows * cols * 2)?;
+                    Ok((buffer, (cols / 4) as u32, rows * cols / 2))
+                };
+                let (a16, lda16, a_words) = copy(a, pad_a)?;
+                let (b16, ldb16, b_words) = copy(b, pad_b)?;
+                dims.ld16 = [lda16, ldb16];
+                let uniform = ctx.uniform_buffer("matmul dims", &dims);
+                for (pipeline, src, copy, words, bindings) in
+                    [(to_a, &a.buffer, &a16, a_words, (4, 5)), (to_b, &b.buffer, &b16, b_words, (6, 7))]
+                {
+                    let bind_group =
+                        bind_at(ctx, "matmul f16 copy", pipeline, &[(3, &uniform), (bindings.0, src), (bindings.1, copy)])?;
+                    steps.push(Step { pipeline: pipeline.clone(), bind_group, groups: ctx.workgroups_1d(words, 256)? });
+                }
+                let bind_group = bind_at(ctx, "matmul", &pipelines.product, &[(0, &a16), (1, &b16), (2, &out.buffer), (3, &uniform)])?;
+                (bind_group, uniform)
+            }
+        };
+        steps.push(Step { pipeline: pipelines.product.clone(), bind_group, groups: (groups.0, groups.1, 1) });
+        Ok(MatmulCall { steps, uniform, capacity: (m, k, n), dims, kernel: variant.kernel, tile: variant.tile })
     }
 }
 
-/// Why kernel 06 cannot run on this adapter, if it cannot: it needs cooperative matrices
-/// with 16x16x16 f16 inputs and f32 accumulators, and subgroups of exactly 32 (its layout of
-/// subgroups over the tile assumes 32 invocations each).
+/// A bind group for `pipeline`'s group 0 with `buffers` at the given binding numbers (for
+/// shaders whose entry points use different bindings of one module).
+fn bind_at(ctx: &GpuContext, label: &str, pipeline: &wgpu::ComputePipeline, buffers: &[(u32, &wgpu::Buffer)]) -> Result<wgpu::BindGroup, GpuError> {
+    let entries: Vec<wgpu::BindGroupEntry> =
+        buffers.iter().map(|&(binding, b)| wgpu::BindGroupEntry { binding, resource: b.as_entire_binding() }).collect();
+    ctx.scoped(|| {
+        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    })
+}
+
+/// Why kernels 06 and 08 cannot run on this adapter, if they cannot: they need cooperative
+/// matrices with 16x16x16 f16 inputs and f32 accumulators, and subgroups of exactly 32 (their
+/// layout of subgroups over the tile assumes 32 invocations each).
 pub fn coop_support(ctx: &GpuContext) -> Result<(), String> {
     if !ctx.has_cooperative_matrix() {
         return Err(format!("it needs cooperative matrices (tensor cores) and f16, which {} lacks", ctx.info.name));
@@ -423,32 +493,59 @@ pub fn coop_support(ctx: &GpuContext) -> Result<(), String> {
 
 /// Builds a compute pipeline with the given runtime checks, without zero-initialising
 /// workgroup memory (every kernel writes its shared tiles before reading them).
-fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, checks: Checks) -> Result<wgpu::ComputePipeline, GpuError> {
+fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, entry: &str, checks: Checks) -> Result<wgpu::ComputePipeline, GpuError> {
     // SAFETY: every kernel in this crate guards each storage access with an explicit test
     // against the shape uniform, indexes its workgroup and private arrays with in-range
     // functions of constants and the invocation id, and writes its shared tiles before reading
     // them; the tests run awkward shapes through every kernel and transpose to keep it so.
-    unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks.runtime_checks()) }
+    unsafe { ctx.compute_pipeline_trusted(label, wgsl, entry, checks.runtime_checks()) }
 }
 
-/// One prepared product: pipeline, bind group and shape uniform. Record it as often as needed.
-pub struct MatmulCall {
+/// One dispatch of a prepared product.
+struct Step {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
+    groups: (u32, u32, u32),
+}
+
+impl Step {
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, self.groups.2);
+    }
+}
+
+/// One prepared product: pipelines, bind groups and shape uniform (and, for kernel 08, the f16
+/// copies of the operands). Record it as often as needed.
+pub struct MatmulCall {
+    /// The dispatches in order: kernel 08's two conversions, then the product (last).
+    steps: Vec<Step>,
     uniform: wgpu::Buffer,
     capacity: (usize, usize, usize),
     dims: Dims,
-    groups: (u32, u32),
     kernel: Kernel,
     tile: Tile,
 }
 
 impl MatmulCall {
-    /// Records the dispatch into an open compute pass (no submit, no read-back).
+    /// Records the product into an open compute pass (no submit, no read-back): one dispatch,
+    /// or for kernel 08 three (a and b to f16 copies, then the product on the copies).
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+        self.steps.iter().for_each(|s| s.record(pass));
+    }
+
+    /// Records only the product dispatch. For kernel 08 it multiplies the f16 copies as the
+    /// last recorded [`MatmulCall::record`] left them (stale if a or b changed since, or the
+    /// shape did): this times the product without the conversions, or reuses copies of
+    /// operands that do not change. For every other kernel it is `record`.
+    pub fn record_product(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.steps.last().expect("a call has a product step").record(pass);
+    }
+
+    /// Dispatches [`MatmulCall::record`] records: 1, or 3 for kernel 08.
+    pub fn dispatches(&self) -> usize {
+        self.steps.len()
     }
 
     /// Changes the logical `(m, k, n)` used from the next submit on (it writes the shape

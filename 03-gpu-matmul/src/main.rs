@@ -5,16 +5,22 @@
 //! cargo run --release -p gpu-matmul -- 5 6 --sizes 4096     # kernels 5 and 6 at n = 4096
 //! cargo run --release -p gpu-matmul -- --sizes 1024,2048,4096 --transposes
 //! cargo run --release -p gpu-matmul -- --tune --sizes 4096  # every candidate tile, one table
+//! cargo run --release -p gpu-matmul -- 7 8 --tune --transposes --sizes 4096,8192  # the sweep
 //! ```
 //!
-//! Kernel 0 is the CPU (stage 02's best matmul). For each size the runner computes an f64 CPU
-//! reference (the whole product when it is cheap, otherwise a sample of rows, and it says
-//! which), checks each kernel's result against it with the kernel's tolerance, and only then
-//! times it: "kernel" is the median over passes of back-to-back dispatches, timed by GPU
-//! timestamps after a warm-up (a GPU raises its clocks under load), divided by the dispatches
-//! per pass; "end to end" is the wall-clock median of upload A and B + kernel + download C.
-//! Then it times the small products stage 04 runs, and kernels 03-05 compiled with and
-//! without naga's runtime checks.
+//! Kernel 0 is the CPU (stage 02's best matmul). On a GPU the runner first times two probes
+//! that only compute from registers (`gpu_matmul::PeakProbe`): the f32 FMA rate and the
+//! cooperative-matrix rate through WGSL, the ceilings the kernels are measured against. For
+//! each size it computes an f64 CPU reference (the whole product when it is cheap, otherwise
+//! a sample of rows, and it says which), checks each kernel's result against it with the
+//! kernel's tolerance, and only then times it: "kernel" is the median over passes of
+//! back-to-back dispatches, timed by GPU timestamps after a warm-up (a GPU raises its clocks
+//! under load), divided by the dispatches per pass; "end to end" is the wall-clock median of
+//! upload A and B + kernel + download C. Each figure is also given as a share of cuBLAS on the
+//! same GPU (FP32 for f32 kernels, FP16 inputs with FP32 accumulation for kernels 06 and 08),
+//! read from the output of `reference/pytorch_matmul.py` (`--cublas`), and of the probe's
+//! ceiling. Then it times the small products stage 04 runs, and kernels 03-05 compiled with
+//! and without naga's runtime checks.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -23,7 +29,8 @@ use clap::Parser;
 use common::{GpuContext, GpuTimer, median};
 use cpu_matrix::Matrix;
 use gpu_matmul::{
-    Checks, GpuMatrix, Kernel, Matmul, MatmulCall, TRANSPOSES, Transpose, formula, matmul_cpu, product_dims, reference_rows,
+    Checks, GpuMatrix, Kernel, Matmul, MatmulCall, PeakProbe, Precision, TRANSPOSES, Transpose, coop_support, formula, matmul_cpu,
+    product_dims, reference_rows,
 };
 
 #[derive(Parser, Debug)]
@@ -41,12 +48,20 @@ struct Args {
     /// Untimed runs before timing.
     #[arg(long, default_value_t = 2)]
     warmup: usize,
-    /// Also time A^T * B and A * B^T (for the kernels that run).
+    /// Also time A^T * B and A * B^T (for the kernels that run; with --tune, tune each).
     #[arg(long)]
     transposes: bool,
-    /// Try every candidate tile of each kernel (`Kernel::tune_tiles`) and print them all.
+    /// Try every candidate tile of each kernel (`Kernel::tune_tiles`) and print them all. Each
+    /// is first checked on small awkward shapes in all three transpose modes.
     #[arg(long)]
     tune: bool,
+    /// cuBLAS figures to compare with: the output of `reference/pytorch_matmul.py` on this GPU.
+    /// Default: `results/h200-torch-matmul.txt` (committed) where its device is this adapter.
+    #[arg(long)]
+    cublas: Option<std::path::PathBuf>,
+    /// Skip the ceiling probes (f32 FMA and cooperative-matrix rates from registers).
+    #[arg(long)]
+    no_probe: bool,
     /// Skip timing the CPU (kernel 0) even when it is asked for.
     #[arg(long)]
     no_cpu: bool,
@@ -88,6 +103,11 @@ const FULL_CHECK_LIMIT: usize = 1 << 27;
 const WARM_UP_S: f64 = 0.25;
 /// How many rows a sampled validation compares.
 const SAMPLE_ROWS: usize = 48;
+/// Seconds of timed passes per kernel, about (but at least 3 passes): keeps slow kernels at
+/// large sizes from taking minutes.
+const TIMING_BUDGET_S: f64 = 1.0;
+/// Workgroups of each ceiling probe: 16 per multiprocessor on the H200 (132).
+const PROBE_WORKGROUPS: u32 = 2112;
 
 /// Where the GPU results are compared, and the f64 reference values there.
 struct Reference {
@@ -143,6 +163,8 @@ impl Reference {
 struct Row {
     label: String,
     ran: String,
+    /// The precision of a GPU kernel (which cuBLAS figure and ceiling it is compared with).
+    precision: Option<Precision>,
     kernel_s: Option<f64>,
     e2e_s: Option<f64>,
     note: String,
@@ -152,26 +174,136 @@ fn gflops(flop: f64, s: Option<f64>) -> String {
     s.map_or("-".into(), |s| format!("{:.1}", flop / s / 1e9))
 }
 
-fn print_table(flop: f64, rows: &[Row]) {
+/// What a table's rows are compared with, in TFLOP/s: cuBLAS at this size and product (FP32,
+/// FP16 inputs) and the probes' ceilings (f32 FMA, cooperative matrices).
+#[derive(Default, Clone, Copy)]
+struct Yardsticks {
+    cublas_f32: Option<f64>,
+    cublas_f16: Option<f64>,
+    peak_f32: Option<f64>,
+    peak_f16: Option<f64>,
+}
+
+impl Yardsticks {
+    fn share(&self, flop: f64, r: &Row) -> (String, String) {
+        let (cublas, peak) = match r.precision {
+            Some(Precision::F32) => (self.cublas_f32, self.peak_f32),
+            Some(Precision::F16Inputs) => (self.cublas_f16, self.peak_f16),
+            None => (None, None),
+        };
+        let pct = |of: Option<f64>| match (r.kernel_s, of) {
+            (Some(s), Some(t)) => format!("{:.0}%", 100.0 * flop / s / (t * 1e12)),
+            _ => "-".into(),
+        };
+        (pct(cublas), pct(peak))
+    }
+}
+
+fn print_table(flop: f64, rows: &[Row], yard: &Yardsticks) {
     let best = rows.iter().filter_map(|r| r.kernel_s).fold(f64::INFINITY, f64::min);
     let w = rows.iter().map(|r| r.label.len()).max().unwrap_or(0).max(6);
     let wr = rows.iter().map(|r| r.ran.len()).max().unwrap_or(0).max(32);
     println!(
-        "  {:<w$} {:<wr$} {:>15} {:>18} {:>10}  check",
-        "kernel", "ran (tile bm x bn x bk / tm x tn)", "kernel GFLOP/s", "end-to-end GFLOP/s", "% of best"
+        "  {:<w$} {:<wr$} {:>15} {:>18} {:>10} {:>9} {:>7}  check",
+        "kernel", "ran (tile bm x bn x bk / tm x tn)", "kernel GFLOP/s", "end-to-end GFLOP/s", "% of best", "% cuBLAS", "% peak"
     );
     for r in rows {
         let pct = r.kernel_s.map_or("-".into(), |s| format!("{:.0}%", 100.0 * best / s));
+        let (cublas, peak) = yard.share(flop, r);
         println!(
-            "  {:<w$} {:<wr$} {:>15} {:>18} {:>10}  {}",
+            "  {:<w$} {:<wr$} {:>15} {:>18} {:>10} {:>9} {:>7}  {}",
             r.label,
             r.ran,
             gflops(flop, r.kernel_s),
             gflops(flop, r.e2e_s),
             pct,
+            cublas,
+            peak,
             r.note
         );
     }
+}
+
+/// cuBLAS through PyTorch on one GPU: the output of `reference/pytorch_matmul.py`.
+struct Cublas {
+    source: String,
+    device: String,
+    /// `(n, product, FP32, TF32, FP16 inputs -> FP32)` in TFLOP/s; product `None` where the
+    /// file has only `A * B` (then it stands for all three).
+    rows: Vec<(usize, Option<Transpose>, [f64; 3])>,
+}
+
+impl Cublas {
+    /// Parses the script's output: a `device: NAME, torch VERSION` line, then lines of
+    /// `n [product] FP32 TF32 FP16->FP32` (product `A*B`, `A^T*B` or `A*B^T`).
+    fn parse(text: &str, source: &str) -> Result<Self, String> {
+        let device = text
+            .lines()
+            .find_map(|l| l.strip_prefix("device: "))
+            .and_then(|l| l.split(", torch").next())
+            .ok_or_else(|| format!("{source}: no `device: ...` line; is it the output of reference/pytorch_matmul.py?"))?
+            .trim()
+            .to_string();
+        let mut rows = Vec::new();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(Ok(n)) = words.first().map(|w| w.parse::<usize>()) else { continue };
+            let (product, nums) = match words.len() {
+                4 => (None, &words[1..]),
+                5 => {
+                    let t = match words[1] {
+                        "A*B" => Transpose::None,
+                        "A^T*B" => Transpose::A,
+                        "A*B^T" => Transpose::B,
+                        other => return Err(format!("{source}: unknown product {other:?} in {line:?}")),
+                    };
+                    (Some(t), &words[2..])
+                }
+                _ => return Err(format!("{source}: cannot read {line:?}")),
+            };
+            let v: Vec<f64> = nums.iter().map(|w| w.parse::<f64>()).collect::<Result<_, _>>().map_err(|e| format!("{source}: {line:?}: {e}"))?;
+            rows.push((n, product, [v[0], v[1], v[2]]));
+        }
+        if rows.is_empty() {
+            return Err(format!("{source}: no measurements"));
+        }
+        Ok(Self { source: source.into(), device, rows })
+    }
+
+    /// `[FP32, TF32, FP16->FP32]` for an `n x n x n` product `t`.
+    fn get(&self, (m, k, n): (usize, usize, usize), t: Transpose) -> Option<[f64; 3]> {
+        if m != k || k != n {
+            return None;
+        }
+        let exact = self.rows.iter().find(|r| r.0 == n && r.1 == Some(t));
+        exact.or_else(|| self.rows.iter().find(|r| r.0 == n && r.1.is_none())).map(|r| r.2)
+    }
+}
+
+/// The cuBLAS figures for this adapter: `--cublas FILE`, or the committed H200 measurement
+/// where this adapter is the one it was measured on.
+fn load_cublas(ctx: &GpuContext, path: Option<&std::path::Path>) -> Result<Option<Cublas>, Box<dyn std::error::Error>> {
+    const COMMITTED: &str = include_str!("../results/h200-torch-matmul.txt");
+    let cublas = match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("--cublas {}: {e}", p.display()))?;
+            Cublas::parse(&text, &p.display().to_string())?
+        }
+        None => Cublas::parse(COMMITTED, "03-gpu-matmul/results/h200-torch-matmul.txt (committed)")?,
+    };
+    if !ctx.info.name.contains(&cublas.device) {
+        if path.is_some() {
+            println!("note: {} was measured on {:?}, not on this adapter ({}); comparing anyway", cublas.source, cublas.device, ctx.info.name);
+        } else {
+            return Ok(None);
+        }
+    }
+    println!("cuBLAS through PyTorch on {}, from {} (TFLOP/s; FP32 / TF32 / FP16 inputs -> FP32):", cublas.device, cublas.source);
+    for (n, t, [f32_, tf32, f16]) in &cublas.rows {
+        let what = t.map_or("A * B (stands for all three products)".to_string(), |t| formula(t).to_string());
+        println!("  n = {n:>5}, {what}: {f32_:.1} / {tf32:.1} / {f16:.1}");
+    }
+    Ok(Some(cublas))
 }
 
 /// Random operands for `op(a) [m, k] * op(b) [k, n]`, stored as `t` says.
@@ -184,6 +316,22 @@ fn operands(m: usize, k: usize, n: usize, t: Transpose, seed: u64) -> (Matrix, M
     (Matrix::random_uniform(sa.0, sa.1, -1.0, 1.0, seed), Matrix::random_uniform(sb.0, sb.1, -1.0, 1.0, seed + 1))
 }
 
+/// A product run once and checked, with its buffers, ready to be timed.
+struct Checked {
+    call: MatmulCall,
+    ga: GpuMatrix,
+    gb: GpuMatrix,
+    out: GpuMatrix,
+    /// The largest error, or the checker's report.
+    result: Result<f64, String>,
+}
+
+/// `m x k x n` of a product, for messages.
+fn shape_text(a: &Matrix, b: &Matrix, t: Transpose) -> String {
+    let (m, k, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
+    format!("m={m} k={k} n={n}")
+}
+
 struct Bench<'a> {
     ctx: &'a GpuContext,
     timer: GpuTimer,
@@ -194,39 +342,52 @@ struct Bench<'a> {
 impl Bench<'_> {
     /// Validates `mm` on `a`, `b` against `reference`, then times it. A failed check gives a
     /// row with no timings and the checker's report.
-    fn gpu(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Row, Box<dyn std::error::Error>> {
+    ///
+    /// For kernel 08 (conversion passes, then the product) a second row times the product
+    /// alone, on the f16 copies the checked run made.
+    fn gpu(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         let ctx = self.ctx;
-        let (m, k, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
-        let ga = GpuMatrix::upload(ctx, a)?;
-        let gb = GpuMatrix::upload(ctx, b)?;
-        let out = GpuMatrix::zeros(ctx, m, n)?;
-        let call = mm.prepare(ctx, &ga, &gb, &out, t)?;
+        let (m, _, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
+        let Checked { call, ga, gb, out, result } = self.run_checked(mm, a, b, t, reference)?;
         let (used, tile) = call.kernel();
         let mut row = Row {
             label: format!("{:02} {}", mm.kernel().number(), mm.kernel().name()),
             ran: if used == mm.kernel() { format!("{tile}") } else { format!("as {used} {tile}") },
+            precision: Some(used.precision()),
             kernel_s: None,
             e2e_s: None,
             note: String::new(),
         };
-        ctx.poison(&out.buffer);
-        submit(ctx, &call)?;
-        let got = out.download(ctx)?;
-        let (rel, abs) = used.tolerance(k);
-        match reference.check(&got, rel, abs) {
+        match result {
             Ok(err) => row.note = format!("ok (max abs err {err:.1e})"),
             Err(report) => {
                 row.note = "FAILED: not timed".into();
-                eprintln!("kernel {} ({}) m={m} k={k} n={n}: {report}", mm.kernel(), formula(t));
-                return Ok(row);
+                eprintln!("kernel {} ({}) {}: {report}", mm.kernel(), formula(t), shape_text(a, b, t));
+                return Ok(vec![row]);
             }
         }
-        row.kernel_s = Some(self.time_kernel(&call)?);
+        let kernel_s = self.time_kernel(|pass| call.record(pass))?;
+        row.kernel_s = Some(kernel_s);
+        let product_only = if call.dispatches() > 1 {
+            let s = self.time_kernel(|pass| call.record_product(pass))?;
+            Some(Row {
+                label: format!("{} product only", row.label),
+                ran: format!("on the f16 copies ({:.0}% of the time above)", 100.0 * s / kernel_s),
+                precision: row.precision,
+                kernel_s: Some(s),
+                e2e_s: None,
+                note: "copies from the checked run".into(),
+            })
+        } else {
+            None
+        };
 
         // End to end: new inputs go up, the product comes back; buffers and pipeline exist.
+        // At most about a second of it for slow kernels.
         let mut e2e = Vec::new();
         let mut result = Matrix::zeros(m, n);
-        for _ in 0..self.reps.clamp(1, 5) {
+        let e2e_reps = if kernel_s > 0.2 { 1 } else { self.reps.clamp(1, 5) };
+        for _ in 0..e2e_reps {
             let start = Instant::now();
             ctx.queue.write_buffer(&ga.buffer, 0, bytemuck::cast_slice(&a.data));
             ctx.queue.write_buffer(&gb.buffer, 0, bytemuck::cast_slice(&b.data));
@@ -235,29 +396,59 @@ impl Bench<'_> {
             e2e.push(start.elapsed().as_secs_f64());
         }
         row.e2e_s = Some(median(&mut e2e));
-        Ok(row)
+        Ok([row].into_iter().chain(product_only).collect())
     }
 
-    /// Kernel-only seconds per product. A GPU lowers its clocks when idle, so first warm up
-    /// with back-to-back products for at least `WARM_UP_S` (and `warmup` passes); then each of
-    /// `reps` timed passes holds `batch` back-to-back dispatches (enough for about a
-    /// millisecond) and counts as its timestamp difference / batch. The median is reported.
-    fn time_kernel(&self, call: &MatmulCall) -> Result<f64, common::GpuError> {
+    /// Runs `mm` once on `a`, `b` into a poisoned output and checks the result against
+    /// `reference` with the tolerance of the kernel that ran.
+    fn run_checked(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Checked, Box<dyn std::error::Error>> {
         let ctx = self.ctx;
-        let once = self.timer.time_pass(ctx, "first", |pass| call.record(pass))?;
+        let (m, k, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
+        let ga = GpuMatrix::upload(ctx, a)?;
+        let gb = GpuMatrix::upload(ctx, b)?;
+        let out = GpuMatrix::zeros(ctx, m, n)?;
+        let call = mm.prepare(ctx, &ga, &gb, &out, t)?;
+        ctx.poison(&out.buffer);
+        submit(ctx, &call)?;
+        let got = out.download(ctx)?;
+        let (rel, abs) = call.kernel().0.tolerance(k);
+        let result = reference.check(&got, rel, abs);
+        Ok(Checked { call, ga, gb, out, result })
+    }
+
+    /// Only the check of [`Bench::run_checked`]: the largest error, or the checker's report.
+    fn check_only(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Result<f64, String>, Box<dyn std::error::Error>> {
+        Ok(self.run_checked(mm, a, b, t, reference)?.result)
+    }
+
+    /// Kernel-only seconds per run of `record`. A GPU lowers its clocks when idle, so first
+    /// warm up with back-to-back runs for at least `WARM_UP_S` (and `warmup` passes); then
+    /// each of `reps` timed passes holds `batch` back-to-back runs (enough for about a
+    /// millisecond) and counts as its timestamp difference / batch. The median is reported.
+    /// Slow kernels get fewer passes (at least 3), so that timing one takes about a second.
+    fn time_kernel(&self, record: impl Fn(&mut wgpu::ComputePass<'_>)) -> Result<f64, common::GpuError> {
+        let ctx = self.ctx;
+        let once = self.timer.time_pass(ctx, "first", &record)?;
         let batch = if ctx.is_software() { 1 } else { (1e-3 / once.max(1e-7)).ceil().clamp(1.0, 64.0) as usize };
         let warm_for = if ctx.is_software() { 0.0 } else { WARM_UP_S };
         let start = Instant::now();
         let mut passes = 0;
         while passes < self.warmup || start.elapsed().as_secs_f64() < warm_for {
-            self.timer.time_pass(ctx, "warm-up", |pass| (0..batch).for_each(|_| call.record(pass)))?;
+            self.timer.time_pass(ctx, "warm-up", |pass| (0..batch).for_each(|_| record(pass)))?;
             passes += 1;
         }
-        let mut times = Vec::with_capacity(self.reps);
-        for _ in 0..self.reps {
-            times.push(self.timer.time_pass(ctx, "matmul", |pass| (0..batch).for_each(|_| call.record(pass)))? / batch as f64);
+        let reps = if ctx.is_software() { self.reps } else { self.reps.min((TIMING_BUDGET_S / (once * batch as f64)).ceil() as usize).max(3) };
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            times.push(self.timer.time_pass(ctx, "matmul", |pass| (0..batch).for_each(|_| record(pass)))? / batch as f64);
         }
         Ok(median(&mut times))
+    }
+
+    /// The ceiling probes: TFLOP/s of each (median of the timed passes, after warm-up).
+    fn probe(&self, probe: &PeakProbe) -> Result<f64, common::GpuError> {
+        let s = self.time_kernel(|pass| probe.record(pass))?;
+        Ok(probe.flop / s / 1e12)
     }
 
     /// Kernel 0: stage 02's best CPU matmul, checked against the same reference.
@@ -283,6 +474,7 @@ impl Bench<'_> {
         Ok(Row {
             label: "00 cpu".into(),
             ran: format!("cpu-matrix best, {} threads", cpu_matrix::num_threads()),
+            precision: None,
             kernel_s: Some(s),
             e2e_s: Some(s),
             note,
@@ -350,27 +542,29 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     want_cpu &= !args.no_cpu && !args.tune;
 
     println!(
-        "timing: {}; kernel = median of {reps} passes of back-to-back dispatches (~1 ms each on a GPU), after {} warm-up passes{}; \
-         end to end = wall-clock median of upload A, B + kernel + download C",
+        "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all, at least 3) of back-to-back dispatches \
+         (~1 ms each on a GPU), after {} warm-up passes{}; end to end = wall-clock median of upload A, B + kernel + download C",
         GpuTimer::new(&ctx).source(),
         args.warmup,
         if software { String::new() } else { format!(" and at least {WARM_UP_S} s of warm-up") }
     );
-    if ctx.info.name.contains("H200") {
-        println!("reference on this H200 (PyTorch, n = 4096): cuBLAS FP32 51.5 TFLOP/s, TF32 410 TFLOP/s");
-    }
+    let cublas = load_cublas(&ctx, args.cublas.as_deref())?;
     let mut usable = Vec::new();
     for k in kernels {
-        if k.needs_cooperative_matrix() && !ctx.has_cooperative_matrix() {
-            println!("kernel {k}: skipped: {} has no cooperative matrices (tensor cores) with f16", ctx.info.name);
-        } else {
-            usable.push(k);
+        match coop_support(&ctx) {
+            Err(why) if k.needs_cooperative_matrix() => println!("kernel {k}: skipped: {why}"),
+            _ => usable.push(k),
         }
     }
     let bench = Bench { ctx: &ctx, timer: GpuTimer::new(&ctx), reps, warmup: args.warmup };
+    let mut yard = Yardsticks::default();
+    if !args.no_probe && !software {
+        (yard.peak_f32, yard.peak_f16) = probes(&bench)?;
+    }
 
     if args.tune {
-        return tune(&bench, &usable, &sizes, args.checks);
+        let transposes: &[Transpose] = if args.transposes { &TRANSPOSES } else { &[Transpose::None] };
+        return tune(&bench, &usable, &sizes, transposes, args.checks, &yard, cublas.as_ref());
     }
     if let Some(c) = args.checks {
         println!("every kernel compiled with: {c}");
@@ -380,18 +574,21 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let transposes: &[Transpose] = if args.transposes { &TRANSPOSES } else { &[Transpose::None] };
     for &(m, k, n) in &sizes {
         for &t in transposes {
+            let started = Instant::now();
             let flop = 2.0 * (m * k * n) as f64;
             let (a, b) = operands(m, k, n, t, 42);
             let reference = Reference::new(&a, &b, t);
+            let yard = yard.with_cublas(cublas.as_ref(), (m, k, n), t);
             println!("\n{} with m = {m}, k = {k}, n = {n} ({:.2} GFLOP); check: {}", formula(t), flop / 1e9, reference.describe());
             let mut rows = Vec::new();
             if want_cpu {
                 rows.push(bench.cpu(&a, &b, t, &reference, flop)?);
             }
             for mm in &matmuls {
-                rows.push(bench.gpu(mm, &a, &b, t, &reference)?);
+                rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
             }
-            print_table(flop, &rows);
+            print_table(flop, &rows, &yard);
+            println!("  ({:.1} s for this table)", started.elapsed().as_secs_f64());
         }
     }
     if !args.no_mnist {
@@ -407,6 +604,35 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+impl Yardsticks {
+    /// These yardsticks with the cuBLAS figures for one size and product, where measured.
+    fn with_cublas(&self, cublas: Option<&Cublas>, shape: (usize, usize, usize), t: Transpose) -> Self {
+        let figures = cublas.and_then(|c| c.get(shape, t));
+        Self { cublas_f32: figures.map(|f| f[0]), cublas_f16: figures.map(|f| f[2]), ..*self }
+    }
+}
+
+/// Times the ceiling probes and prints them; returns the f32 and cooperative-matrix TFLOP/s.
+fn probes(bench: &Bench) -> Result<(Option<f64>, Option<f64>), Box<dyn std::error::Error>> {
+    let ctx = bench.ctx;
+    println!("\nceilings through WGSL on this adapter: kernels that only compute from registers ({PROBE_WORKGROUPS} workgroups):");
+    let fma = PeakProbe::fma(ctx, PROBE_WORKGROUPS)?;
+    let f32_peak = bench.probe(&fma)?;
+    println!("  {:<40} {:>8.1} TFLOP/s", fma.label, f32_peak);
+    let coop_peak = match PeakProbe::coop(ctx, PROBE_WORKGROUPS) {
+        Ok(probe) => {
+            let t = bench.probe(&probe)?;
+            println!("  {:<40} {:>8.1} TFLOP/s", probe.label, t);
+            Some(t)
+        }
+        Err(e) => {
+            println!("  cooperative-matrix probe skipped: {e}");
+            None
+        }
+    };
+    Ok((Some(f32_peak), coop_peak))
+}
+
 /// Kernels 03-05 compiled with each setting of naga's runtime checks, at their default tile.
 fn checks_study(bench: &Bench, kernels: &[Kernel], (m, k, n): (usize, usize, usize)) -> Result<(), Box<dyn std::error::Error>> {
     if kernels.is_empty() {
@@ -415,19 +641,19 @@ fn checks_study(bench: &Bench, kernels: &[Kernel], (m, k, n): (usize, usize, usi
     let flop = 2.0 * (m * k * n) as f64;
     let (a, b) = operands(m, k, n, Transpose::None, 42);
     let reference = Reference::new(&a, &b, Transpose::None);
-    println!("
-runtime checks: A * B with m = {m}, k = {k}, n = {n}, default tiles, each kernel compiled three ways; check: {}", reference.describe());
+    println!("\nruntime checks: A * B with m = {m}, k = {k}, n = {n}, default tiles, each kernel compiled three ways; check: {}", reference.describe());
     let quick = Bench { ctx: bench.ctx, timer: GpuTimer::new(bench.ctx), reps: bench.reps.min(5), warmup: 1 };
     let mut rows = Vec::new();
     for &kernel in kernels {
         for checks in [Checks::All, Checks::BoundsOnly, Checks::None] {
             let mm = Matmul::with_options(bench.ctx, kernel, vec![kernel.default_tile()], Some(checks))?;
-            let mut row = quick.gpu(&mm, &a, &b, Transpose::None, &reference)?;
-            row.label = format!("{row_label} {checks}", row_label = row.label);
-            rows.push(row);
+            for mut row in quick.gpu(&mm, &a, &b, Transpose::None, &reference)? {
+                row.label = format!("{row_label} {checks}", row_label = row.label);
+                rows.push(row);
+            }
         }
     }
-    print_table(flop, &rows);
+    print_table(flop, &rows, &Yardsticks::default());
     Ok(())
 }
 
@@ -449,39 +675,94 @@ fn mnist_shapes(bench: &Bench, matmuls: &[Matmul]) -> Result<(), Box<dyn std::er
         println!("\n{name}: {} with m = {m}, k = {k}, n = {n} ({:.1} MFLOP); check: {}", formula(t), flop / 1e6, reference.describe());
         let mut rows = Vec::new();
         for mm in matmuls {
-            rows.push(bench.gpu(mm, &a, &b, t, &reference)?);
+            rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
         }
-        print_table(flop, &rows);
+        print_table(flop, &rows, &Yardsticks::default());
     }
     Ok(())
 }
 
-/// Every candidate tile of every kernel at every size: one table per kernel and size, so one
-/// run on a new GPU shows which tiles to make the defaults.
-fn tune(bench: &Bench, kernels: &[Kernel], sizes: &[(usize, usize, usize)], checks: Option<Checks>) -> Result<(), Box<dyn std::error::Error>> {
+/// Shapes every tuning candidate is checked on first, in all three transpose modes, against the
+/// whole f64 product: sizes that divide no tile, row strides multiples of 4 (so vec4 kernels
+/// run themselves, not their scalar stand-in), several workgroups and k-steps.
+const TUNE_CHECK_SHAPES: [(usize, usize, usize); 2] = [(260, 100, 196), (36, 516, 68)];
+
+/// Every candidate tile of every kernel at every size and product: one table per kernel, size
+/// and product, so one run on a new GPU shows which tiles to make the defaults. Before it is
+/// timed, each candidate is checked on `TUNE_CHECK_SHAPES` in all three transpose modes, and on
+/// the timed product itself (sampled rows at large sizes).
+fn tune(
+    bench: &Bench,
+    kernels: &[Kernel],
+    sizes: &[(usize, usize, usize)],
+    transposes: &[Transpose],
+    checks: Option<Checks>,
+    yard: &Yardsticks,
+    cublas: Option<&Cublas>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let ctx = bench.ctx;
-    for &(m, k, n) in sizes {
-        let flop = 2.0 * (m * k * n) as f64;
-        let (a, b) = operands(m, k, n, Transpose::None, 42);
-        let reference = Reference::new(&a, &b, Transpose::None);
-        println!("\ntune: A * B with m = {m}, k = {k}, n = {n}; check: {}", reference.describe());
-        for &kernel in kernels {
-            let mut rows = Vec::new();
-            for tile in kernel.tune_tiles() {
-                match Matmul::with_options(ctx, kernel, vec![tile], checks) {
-                    Ok(mm) => rows.push(bench.gpu(&mm, &a, &b, Transpose::None, &reference)?),
-                    Err(e) => rows.push(Row {
-                        label: format!("{:02} {}", kernel.number(), kernel.name()),
-                        ran: format!("{tile}"),
-                        kernel_s: None,
-                        e2e_s: None,
-                        note: format!("skipped: {e}"),
-                    }),
+    let small: Vec<(Matrix, Matrix, Transpose, Reference)> = TUNE_CHECK_SHAPES
+        .iter()
+        .flat_map(|&(m, k, n)| TRANSPOSES.map(move |t| (m, k, n, t)))
+        .map(|(m, k, n, t)| {
+            let (a, b) = operands(m, k, n, t, 99);
+            let reference = Reference::new(&a, &b, t);
+            (a, b, t, reference)
+        })
+        .collect();
+    // Candidates that compile and pass the small checks, per kernel.
+    let mut candidates: Vec<(Kernel, Vec<Matmul>)> = Vec::new();
+    for &kernel in kernels {
+        let mut ok = Vec::new();
+        for tile in kernel.tune_tiles() {
+            let mm = match Matmul::with_options(ctx, kernel, vec![tile], checks) {
+                Ok(mm) => mm,
+                Err(e) => {
+                    println!("tune: {kernel} {tile}: skipped: {e}");
+                    continue;
+                }
+            };
+            let mut failed = Vec::new();
+            for (a, b, t, reference) in &small {
+                let row = &bench.check_only(&mm, a, b, *t, reference)?;
+                if let Err(report) = row {
+                    failed.push(format!("{} {}x{} * {}x{}: {report}", formula(*t), a.rows, a.cols, b.rows, b.cols));
                 }
             }
-            print_table(flop, &rows);
-            if let Some(best) = rows.iter().filter(|r| r.kernel_s.is_some()).min_by(|x, y| x.kernel_s.unwrap_or(f64::INFINITY).total_cmp(&y.kernel_s.unwrap_or(f64::INFINITY))) {
-                println!("  best tile for {kernel} at this size: {} ({} GFLOP/s)", best.ran, gflops(flop, best.kernel_s));
+            if failed.is_empty() {
+                ok.push(mm);
+            } else {
+                println!("tune: {kernel} {tile}: FAILED the small checks, not timed:\n    {}", failed.join("\n    "));
+            }
+        }
+        candidates.push((kernel, ok));
+    }
+    for &(m, k, n) in sizes {
+        for &t in transposes {
+            let flop = 2.0 * (m * k * n) as f64;
+            let (a, b) = operands(m, k, n, t, 42);
+            let reference = Reference::new(&a, &b, t);
+            let yard = yard.with_cublas(cublas, (m, k, n), t);
+            println!("\ntune: {} with m = {m}, k = {k}, n = {n}; check: {}", formula(t), reference.describe());
+            for (kernel, mms) in &candidates {
+                let started = Instant::now();
+                let mut rows = Vec::new();
+                for mm in mms {
+                    rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
+                }
+                print_table(flop, &rows, &yard);
+                if let Some(best) = rows
+                    .iter()
+                    .filter(|r| r.kernel_s.is_some() && !r.label.ends_with("product only"))
+                    .min_by(|x, y| x.kernel_s.unwrap_or(f64::INFINITY).total_cmp(&y.kernel_s.unwrap_or(f64::INFINITY)))
+                {
+                    println!(
+                        "  best tile for {kernel} at this size: {} ({} GFLOP/s; {:.1} s for this table)",
+                        best.ran,
+                        gflops(flop, best.kernel_s),
+                        started.elapsed().as_secs_f64()
+                    );
+                }
             }
         }
     }

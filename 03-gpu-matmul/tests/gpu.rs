@@ -4,10 +4,33 @@
 //! an element a kernel forgets to write fails; the tolerance is `Kernel::tolerance(k)`
 //! (`abs + rel * |expected|`, NaN failing). Runs on whatever adapter `WGPU_ADAPTER_NAME` picks
 //! (lavapipe in CI: keep sizes small).
+//!
+//! Kernels 06 and 08 need cooperative matrices, which lavapipe lacks: there the tests say on
+//! stderr which kernels and tiles they skipped and why. With `REQUIRE_COOP_MATRIX=1` a skipped
+//! kernel 06 or 08 (or one of their tiles) fails the tests instead: set it on a GPU that has
+//! them, so that a run whose output is quoted has checked them.
+
+use std::io::Write;
+use std::sync::Once;
 
 use common::test_context;
 use cpu_matrix::Matrix;
-use gpu_matmul::{GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, TRANSPOSES, Tile, Transpose, formula, reference_rows};
+use gpu_matmul::{
+    GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, Precision, TRANSPOSES, Tile, Transpose, coop_support, formula, reference_rows,
+};
+
+/// The environment variable that turns skipped cooperative-matrix kernels into failures.
+const REQUIRE_COOP_ENV: &str = "REQUIRE_COOP_MATRIX";
+
+fn require_coop() -> bool {
+    std::env::var(REQUIRE_COOP_ENV).is_ok_and(|v| v.trim() == "1")
+}
+
+/// Writes to the process's stderr directly: the test harness captures `eprintln!` of passing
+/// tests, and what was skipped must show whether or not a test fails.
+fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
 
 /// Stored shapes of a and b for `op(a) [m, k] * op(b) [k, n]`.
 fn stored(m: usize, k: usize, n: usize, t: Transpose) -> ((usize, usize), (usize, usize)) {
@@ -71,14 +94,73 @@ fn run(call: &MatmulCall) {
     ctx.queue.submit([enc.finish()]);
 }
 
-/// The awkward shapes `(m, k, n)` (and one more): nothing divides a tile.
+/// Awkward shapes `(m, k, n)`: 1 x 1, 17 x 63 x 65, 129 x 257 x 3, and more; nothing divides a tile.
 const SMALL_SHAPES: [(usize, usize, usize); 5] = [(1, 1, 1), (17, 63, 65), (129, 257, 3), (300, 1, 300), (2, 3, 1)];
 /// Shapes whose stored widths are all multiples of 4 whichever operand is transposed.
 const ALIGNED_SHAPES: [(usize, usize, usize); 3] = [(4, 4, 4), (36, 20, 132), (132, 260, 68)];
 
+/// The kernels this adapter runs. The others are named on stderr (once per test binary) with
+/// the reason; with `REQUIRE_COOP_MATRIX=1` any skipped kernel fails the calling test.
 fn kernels_here() -> Vec<Kernel> {
+    static SAID: Once = Once::new();
     let ctx = test_context();
-    Kernel::ALL.into_iter().filter(|k| !k.needs_cooperative_matrix() || ctx.has_cooperative_matrix()).collect()
+    let mut here = Vec::new();
+    for k in Kernel::ALL {
+        match coop_support(ctx) {
+            Err(why) if k.needs_cooperative_matrix() => {
+                assert!(!require_coop(), "{REQUIRE_COOP_ENV}=1, but kernel {k} cannot run on {}: {why}", ctx.info.name);
+                SAID.call_once(|| {
+                    note(&format!(
+                        "gpu-matmul tests: kernels 06 and 08 SKIPPED on {}: {why} (set {REQUIRE_COOP_ENV}=1 to make this an error)",
+                        ctx.info.name
+                    ))
+                });
+            }
+            _ => here.push(k),
+        }
+    }
+    here
+}
+
+#[test]
+fn fastest_kernel_follows_the_adapter() {
+    let ctx = test_context();
+    assert_eq!(Kernel::fastest(ctx, Precision::F32), Kernel::BEST);
+    let f16 = Kernel::fastest(ctx, Precision::F16Inputs);
+    if coop_support(ctx).is_ok() {
+        assert_eq!(f16, Kernel::BEST_F16_INPUTS);
+    } else {
+        assert!(!require_coop(), "{REQUIRE_COOP_ENV}=1, but {} has no cooperative matrices", ctx.info.name);
+        assert_eq!(f16, Kernel::BEST);
+    }
+    assert_eq!(Kernel::BEST.precision(), Precision::F32);
+    assert_eq!(Kernel::BEST_F16_INPUTS.precision(), Precision::F16Inputs);
+}
+
+/// `record_product` after `record` gives the same product (for kernel 08: the product alone,
+/// on the f16 copies the full call made).
+#[test]
+fn product_alone_repeats_the_product() {
+    let ctx = test_context();
+    for kernel in kernels_here().into_iter().filter(|&k| k >= Kernel::Blocked2d) {
+        let mm = Matmul::new(ctx, kernel).unwrap();
+        let case = Case::new(36, 72, 20, Transpose::B, 40);
+        case.check(&mm);
+        let (ga, gb) = (GpuMatrix::upload(ctx, &case.a).unwrap(), GpuMatrix::upload(ctx, &case.b).unwrap());
+        let out = GpuMatrix::zeros(ctx, 36, 20).unwrap();
+        let call = mm.prepare(ctx, &ga, &gb, &out, Transpose::B).unwrap();
+        assert_eq!(call.dispatches(), if kernel.converts_to_f16() { 3 } else { 1 });
+        run(&call);
+        ctx.poison(&out.buffer);
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            call.record_product(&mut pass);
+        }
+        ctx.queue.submit([enc.finish()]);
+        let (rel, abs) = kernel.tolerance(72);
+        common::assert_close(&out.download(ctx).unwrap().data, &case.expected, rel, abs);
+    }
 }
 
 #[test]
@@ -104,7 +186,7 @@ fn every_kernel_every_transpose_on_awkward_shapes() {
     }
 }
 
-/// The large awkward shape, and one with aligned strides, for the kernels from 03 on
+/// A large awkward shape, and one with aligned strides, for the kernels from 03 on
 /// (01 and 02 are slow on the software adapter and are covered by the small shapes).
 #[test]
 fn large_awkward_shape() {
@@ -124,14 +206,25 @@ fn large_awkward_shape() {
 #[test]
 fn every_tune_tile_is_correct() {
     let ctx = test_context();
+    let mut skipped = Vec::new();
+    let mut ran = 0;
     for kernel in kernels_here() {
         for tile in kernel.tune_tiles() {
             let mm = match Matmul::with_tile(ctx, kernel, tile) {
                 Ok(mm) => mm,
                 // A tile for a bigger GPU than this one: it must be refused clearly.
-                Err(MatmulError::Config { why, .. }) if why.contains("workgroup memory") || why.contains("invocations") => continue,
+                Err(MatmulError::Config { why, .. }) if why.contains("workgroup memory") || why.contains("invocations") => {
+                    assert!(
+                        !(require_coop() && kernel.needs_cooperative_matrix()),
+                        "{REQUIRE_COOP_ENV}=1, but kernel {kernel} tile {tile} cannot run on {}: {why}",
+                        ctx.info.name
+                    );
+                    skipped.push(format!("{kernel} {tile}: {why}"));
+                    continue;
+                }
                 Err(e) => panic!("{e}"),
             };
+            ran += 1;
             for t in TRANSPOSES {
                 // Misaligned strides: the scalar stand-in for vec4 kernels.
                 check(&mm, 67, 45, 71, t, 3);
@@ -140,6 +233,14 @@ fn every_tune_tile_is_correct() {
                 assert_eq!(used, kernel);
             }
         }
+    }
+    if !skipped.is_empty() {
+        note(&format!(
+            "every_tune_tile_is_correct: {ran} tiles checked, {} skipped on {} (too large for it):\n  {}",
+            skipped.len(),
+            ctx.info.name,
+            skipped.join("\n  ")
+        ));
     }
 }
 

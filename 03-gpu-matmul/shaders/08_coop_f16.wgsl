@@ -1,0 +1,354 @@
+// 08_coop_f16.wgsl: tensor cores fed from f16 copies, with 128-bit staging and 64 x 64 blocks
+// per subgroup.
+//
+// The idea: kernel 06 reads the f32 operands for every tile, rounds each value to f16 and
+// writes it to workgroup memory one half (16 bits) at a time. So per multiply-add it moves
+// twice the bytes the tensor cores need, through the slowest kind of store. Here:
+//
+// 1. Two small passes first (`to_f16_a`, `to_f16_b`) write f16 copies of A and B, once per
+//    product: half the bytes for every later read, and zero padding out to whole tiles (rows
+//    and columns to multiples of PAD_MN, the inner dimension to multiples of PAD_K), so the
+//    product itself needs no bounds tests on its loads. Each invocation rounds two floats
+//    and writes them as one `vec2<f16>`.
+// 2. The product moves those copies as `vec4<f16>`, two neighbouring ones (16 bytes) per
+//    invocation and step, from global memory to registers to workgroup memory; a cooperative
+//    load may point into an array of vectors (offsets and strides then count vectors, here 4
+//    halves). Kernel 06 stores one half at a time. Each tile row is padded by 8 halves so that
+//    the 8 rows a fragment load touches fall in different banks.
+// 3. Each subgroup owns a WM x WN block of C as FM x FN fragments of 16 x 16 (up to 4 x 4:
+//    64 x 64, 16 accumulators, c00 .. c33), so each A fragment loaded from workgroup memory
+//    feeds FN multiply-adds and each B fragment FM.
+// 4. Double-buffered k-steps with one barrier each (as kernel 05): the next tile's global
+//    loads are in flight during this tile's multiply-adds.
+// 5. The swizzled workgroup order of kernel 07 (GM row bands walked column by column), so
+//    workgroups resident together share tiles in the L2 cache.
+//
+//   workgroup BM x BN = 128 x 256          subgroup block WM x WN = 64 x 64
+//   +------+------+------+------+          [c00 c01 c02 c03]   per 16-deep step q:
+//   | sg 0 | sg 1 | sg 2 | sg 3 |          [c10 c11 c12 c13]   load a0..a3 (column of A)
+//   +------+------+------+------+          [c20 c21 c22 c23]   and b0..b3 (row of B),
+//   | sg 4 | sg 5 | sg 6 | sg 7 |          [c30 c31 c32 c33]   then 16 coopMultiplyAdds
+//   +------+------+------+------+
+//
+// The price: the f16 copies take half the memory of A and B again (they belong to the
+// `MatmulCall`), and the conversion passes read A and B once more per product; products that
+// reuse an operand could convert it once (`MatmulCall::record_product` times the product
+// alone). Values beyond f16's range (|x| > 65504) become infinities, as in kernel 06.
+//
+// C is written as in kernel 06: straight from the fragments where the workgroup's block lies
+// inside C, through a per-subgroup f32 scratch tile with a test per element at the edges.
+
+enable f16;
+enable wgpu_cooperative_matrix;
+
+struct Dims {
+    m: u32, k: u32, n: u32,
+    lda: u32, ldb: u32, ldc: u32,
+    lda16: u32, ldb16: u32,  // row strides of the f16 copies, in vec4<f16>
+}
+
+// The product reads the f16 copies (read-only bindings) and writes C.
+@group(0) @binding(0) var<storage, read> a16: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b16: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<uniform> dims: Dims;
+// The conversion passes read the f32 operands and write the copies, two halves at a time.
+@group(0) @binding(4) var<storage, read> a: array<f32>;
+@group(0) @binding(5) var<storage, read_write> a16_out: array<vec2<f16>>;
+@group(0) @binding(6) var<storage, read> b: array<f32>;
+@group(0) @binding(7) var<storage, read_write> b16_out: array<vec2<f16>>;
+
+const TRANS_A: bool = false;
+const TRANS_B: bool = false;
+const BM: u32 = 128u;
+const BN: u32 = 256u;
+const BK: u32 = 32u;            // 16, 32 or 64: divides PAD_K
+const WM: u32 = 64u;            // rows of C per subgroup (16 FM)
+const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
+const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
+const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
+const PAD_K: u32 = 64u;         // and k to multiples of this
+const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
+const FM: u32 = WM / 16u;
+const FN: u32 = WN / 16u;
+const SG_N: u32 = BN / WN;      // subgroups along n
+const SUBGROUPS: u32 = (BM / WM) * SG_N;
+const THREADS: u32 = SUBGROUPS * SG;
+
+// Tiles keep the stored layout of their operand: [rows][cols / 4 + 2] vec4<f16>, the stored
+// matrix's contiguous dimension as cols, plus 8 halves of padding per row.
+const A_ROWS: u32 = select(BM, BK, TRANS_A);    // A: [BM][BK] or, transposed, [BK][BM]
+const A_COLS: u32 = select(BK, BM, TRANS_A);
+const B_ROWS: u32 = select(BK, BN, TRANS_B);    // B: [BK][BN] or, transposed, [BN][BK]
+const B_COLS: u32 = select(BN, BK, TRANS_B);
+const LDA_S: u32 = A_COLS / 4u + 2u;            // tile row strides, in vec4<f16>
+const LDB_S: u32 = B_COLS / 4u + 2u;
+const A_V8: u32 = A_ROWS * A_COLS / 8u;         // 16-byte loads per A tile
+const B_V8: u32 = B_ROWS * B_COLS / 8u;
+const LA: u32 = (A_V8 + THREADS - 1u) / THREADS;
+const LB: u32 = (B_V8 + THREADS - 1u) / THREADS;
+const A_BUF: u32 = A_ROWS * LDA_S;              // vec4<f16> per buffer of the A tile (with padding)
+const B_BUF: u32 = B_ROWS * LDB_S;
+const B_OFF: u32 = 2u * A_BUF;                  // B's two buffers follow A's two
+const TILES: u32 = 2u * (A_BUF + B_BUF);
+
+var<workgroup> tiles: array<vec4<f16>, TILES>;
+var<workgroup> c_stage: array<f32, SUBGROUPS * 256u>; // one 16x16 f32 scratch per subgroup
+
+var<private> a_next: array<vec4<f16>, 2u * LA>;
+var<private> b_next: array<vec4<f16>, 2u * LB>;
+
+fn round_up(x: u32, to: u32) -> u32 {
+    return (x + to - 1u) / to * to;
+}
+
+// ---- conversion passes: f32 operand -> zero-padded f16 copy ----
+
+fn a_at(r: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if r < rows && col < cols { return a[r * dims.lda + col]; }
+    return 0.0;
+}
+
+fn b_at(r: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if r < rows && col < cols { return b[r * dims.ldb + col]; }
+    return 0.0;
+}
+
+// Two halves of the copy of A per invocation. The dispatch covers the copy's
+// capacity; only the part the product reads for the current logical shape is written.
+@compute @workgroup_size(256)
+fn to_f16_a(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = gid.x + gid.y * groups.x * 256u;
+    let per_row = dims.lda16 * 2u;              // pairs of halves per row of the copy
+    let r = i / per_row;
+    let col = (i % per_row) * 2u;
+    let rows = select(dims.m, dims.k, TRANS_A);
+    let cols = select(dims.k, dims.m, TRANS_A);
+    if r >= round_up(rows, select(PAD_MN, PAD_K, TRANS_A)) || col >= round_up(cols, select(PAD_K, PAD_MN, TRANS_A)) {
+        return;
+    }
+    a16_out[i] = vec2<f16>(vec2(a_at(r, col, rows, cols), a_at(r, col + 1u, rows, cols)));
+}
+
+@compute @workgroup_size(256)
+fn to_f16_b(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = gid.x + gid.y * groups.x * 256u;
+    let per_row = dims.ldb16 * 2u;
+    let r = i / per_row;
+    let col = (i % per_row) * 2u;
+    let rows = select(dims.k, dims.n, TRANS_B);
+    let cols = select(dims.n, dims.k, TRANS_B);
+    if r >= round_up(rows, select(PAD_K, PAD_MN, TRANS_B)) || col >= round_up(cols, select(PAD_MN, PAD_K, TRANS_B)) {
+        return;
+    }
+    b16_out[i] = vec2<f16>(vec2(b_at(r, col, rows, cols), b_at(r, col + 1u, rows, cols)));
+}
+
+// ---- the product ----
+
+// Global loads of the tiles at k = p0 into registers: 8 halves (two vec4<f16>, 16 bytes) per
+// invocation and round, no bounds tests (the copies are padded to whole tiles).
+fn fetch(tid: u32, row0: u32, col0: u32, p0: u32) {
+    let a_r0 = select(row0, p0, TRANS_A);
+    let a_c4 = select(p0, row0, TRANS_A) / 4u;
+    let b_r0 = select(p0, col0, TRANS_B);
+    let b_c4 = select(col0, p0, TRANS_B) / 4u;
+    for (var l = 0u; l < LA; l++) {
+        let e = tid + l * THREADS;
+        if A_V8 % THREADS != 0u && e >= A_V8 { break; }
+        let at = (a_r0 + e / (A_COLS / 8u)) * dims.lda16 + a_c4 + (e % (A_COLS / 8u)) * 2u;
+        a_next[2u * l] = a16[at];
+        a_next[2u * l + 1u] = a16[at + 1u];
+    }
+    for (var l = 0u; l < LB; l++) {
+        let e = tid + l * THREADS;
+        if B_V8 % THREADS != 0u && e >= B_V8 { break; }
+        let at = (b_r0 + e / (B_COLS / 8u)) * dims.ldb16 + b_c4 + (e % (B_COLS / 8u)) * 2u;
+        b_next[2u * l] = b16[at];
+        b_next[2u * l + 1u] = b16[at + 1u];
+    }
+}
+
+// The fetched registers into buffer `h` of the tiles, 16 bytes side by side.
+fn stash(tid: u32, h: u32) {
+    for (var l = 0u; l < LA; l++) {
+        let e = tid + l * THREADS;
+        if A_V8 % THREADS != 0u && e >= A_V8 { break; }
+        let at = h * A_BUF + (e / (A_COLS / 8u)) * LDA_S + (e % (A_COLS / 8u)) * 2u;
+        tiles[at] = a_next[2u * l];
+        tiles[at + 1u] = a_next[2u * l + 1u];
+    }
+    for (var l = 0u; l < LB; l++) {
+        let e = tid + l * THREADS;
+        if B_V8 % THREADS != 0u && e >= B_V8 { break; }
+        let at = B_OFF + h * B_BUF + (e / (B_COLS / 8u)) * LDB_S + (e % (B_COLS / 8u)) * 2u;
+        tiles[at] = b_next[2u * l];
+        tiles[at + 1u] = b_next[2u * l + 1u];
+    }
+}
+
+// The 16x16 fragment of buffer h of the A tile at rows i..i+16, k q..q+16 (i, q multiples of 16).
+fn frag_a(h: u32, i: u32, q: u32) -> coop_mat16x16<f16, A> {
+    if TRANS_A {
+        return coopLoad<coop_mat16x16<f16, A>>(&tiles[h * A_BUF + q * LDA_S + i / 4u], LDA_S);
+    }
+    return coopLoadT<coop_mat16x16<f16, A>>(&tiles[h * A_BUF + i * LDA_S + q / 4u], LDA_S);
+}
+
+// The 16x16 fragment of buffer h of the B tile at k q..q+16, columns j..j+16.
+fn frag_b(h: u32, q: u32, j: u32) -> coop_mat16x16<f16, B> {
+    if TRANS_B {
+        return coopLoad<coop_mat16x16<f16, B>>(&tiles[B_OFF + h * B_BUF + j * LDB_S + q / 4u], LDB_S);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&tiles[B_OFF + h * B_BUF + q * LDB_S + j / 4u], LDB_S);
+}
+
+// Writes fragment `acc` of C at (i0, j0): straight to memory when the whole workgroup block is
+// inside C, else through this subgroup's 16 x 16 f32 scratch, element by element with bounds
+// tests.
+fn store(acc: coop_mat16x16<f32, C>, i0: u32, j0: u32, direct: bool, sg: u32, lane: u32) {
+    // `direct` is the same for the whole workgroup: cooperative operations stay in uniform
+    // control flow. naga 30 wants a coopStore's matrix, index and stride bound to `let`s.
+    if direct {
+        let at = i0 * dims.ldc + j0;
+        let stride = dims.ldc;
+        let frag = acc;
+        coopStoreT(frag, &c[at], stride);
+    } else {
+        let scratch = sg * 256u;
+        let stride = 16u;
+        let frag = acc;
+        coopStoreT(frag, &c_stage[scratch], stride);
+        workgroupBarrier();
+        for (var e = lane; e < 256u; e += SG) {
+            let i = i0 + e / 16u;
+            let j = j0 + e % 16u;
+            if i < dims.m && j < dims.n {
+                c[i * dims.ldc + j] = c_stage[scratch + e];
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+// The block (row band, column band) of C this workgroup computes (as in kernel 07).
+fn swizzle(wg: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
+    let id = wg.y * groups.x + wg.x;
+    let per_group = GM * groups.x;
+    let first = (id / per_group) * GM;
+    let rows = min(groups.y - first, GM);
+    let in_group = id % per_group;
+    return vec2(first + in_group % rows, in_group / rows);
+}
+
+@compute @workgroup_size(THREADS)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let block = swizzle(wg, groups);
+    let row0 = block.x * BM;
+    let col0 = block.y * BN;
+    // No early `return` (naga counts any against the uniform control flow cooperative
+    // operations need): a workgroup past the logical shape runs no k-steps and stores nothing.
+    let inside = row0 < dims.m && col0 < dims.n;
+    let wi = (sg / SG_N) * WM;
+    let wj = (sg % SG_N) * WN;
+
+    var c00 = coop_mat16x16<f32, C>(); var c01 = coop_mat16x16<f32, C>();
+    var c02 = coop_mat16x16<f32, C>(); var c03 = coop_mat16x16<f32, C>();
+    var c10 = coop_mat16x16<f32, C>(); var c11 = coop_mat16x16<f32, C>();
+    var c12 = coop_mat16x16<f32, C>(); var c13 = coop_mat16x16<f32, C>();
+    var c20 = coop_mat16x16<f32, C>(); var c21 = coop_mat16x16<f32, C>();
+    var c22 = coop_mat16x16<f32, C>(); var c23 = coop_mat16x16<f32, C>();
+    var c30 = coop_mat16x16<f32, C>(); var c31 = coop_mat16x16<f32, C>();
+    var c32 = coop_mat16x16<f32, C>(); var c33 = coop_mat16x16<f32, C>();
+    var a0: coop_mat16x16<f16, A>; var a1: coop_mat16x16<f16, A>;
+    var a2: coop_mat16x16<f16, A>; var a3: coop_mat16x16<f16, A>;
+    var b0: coop_mat16x16<f16, B>; var b1: coop_mat16x16<f16, B>;
+    var b2: coop_mat16x16<f16, B>; var b3: coop_mat16x16<f16, B>;
+
+    // The copies hold zeros from k up to a multiple of PAD_K, so whole BK steps are safe.
+    let steps = select(0u, (dims.k + BK - 1u) / BK, inside);
+    if steps > 0u {
+        fetch(tid, row0, col0, 0u);
+        stash(tid, 0u);
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < steps; t++) {
+        let h = t % 2u;
+        let more = t + 1u < steps;
+        if more {
+            fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
+        }
+        for (var q = 0u; q < BK; q += 16u) {
+            // (Tests on FM and FN are on constants: uniform, and removed by the compiler.)
+            a0 = frag_a(h, wi, q);
+            if FM > 1u { a1 = frag_a(h, wi + 16u, q); }
+            if FM > 2u { a2 = frag_a(h, wi + 32u, q); }
+            if FM > 3u { a3 = frag_a(h, wi + 48u, q); }
+            b0 = frag_b(h, q, wj);
+            if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
+            if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
+            if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
+            if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
+            if FN > 3u { c03 = coopMultiplyAdd(a0, b3, c03); }
+            if FM > 1u {
+                c10 = coopMultiplyAdd(a1, b0, c10);
+                if FN > 1u { c11 = coopMultiplyAdd(a1, b1, c11); }
+                if FN > 2u { c12 = coopMultiplyAdd(a1, b2, c12); }
+                if FN > 3u { c13 = coopMultiplyAdd(a1, b3, c13); }
+            }
+            if FM > 2u {
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                if FN > 1u { c21 = coopMultiplyAdd(a2, b1, c21); }
+                if FN > 2u { c22 = coopMultiplyAdd(a2, b2, c22); }
+                if FN > 3u { c23 = coopMultiplyAdd(a2, b3, c23); }
+            }
+            if FM > 3u {
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                if FN > 1u { c31 = coopMultiplyAdd(a3, b1, c31); }
+                if FN > 2u { c32 = coopMultiplyAdd(a3, b2, c32); }
+                if FN > 3u { c33 = coopMultiplyAdd(a3, b3, c33); }
+            }
+        }
+        if more {
+            stash(tid, 1u - h); // the other buffer: last read one step ago, before the barrier
+        }
+        workgroupBarrier();
+    }
+
+    // Direct stores need the workgroup's block inside C and 16-byte-aligned rows.
+    let direct = row0 + BM <= dims.m && col0 + BN <= dims.n && dims.ldc % 4u == 0u;
+    let i = row0 + wi;
+    let j = col0 + wj;
+    if inside {
+        store(c00, i, j, direct, sg, lane);
+        if FN > 1u { store(c01, i, j + 16u, direct, sg, lane); }
+        if FN > 2u { store(c02, i, j + 32u, direct, sg, lane); }
+        if FN > 3u { store(c03, i, j + 48u, direct, sg, lane); }
+        if FM > 1u {
+            store(c10, i + 16u, j, direct, sg, lane);
+            if FN > 1u { store(c11, i + 16u, j + 16u, direct, sg, lane); }
+            if FN > 2u { store(c12, i + 16u, j + 32u, direct, sg, lane); }
+            if FN > 3u { store(c13, i + 16u, j + 48u, direct, sg, lane); }
+        }
+        if FM > 2u {
+            store(c20, i + 32u, j, direct, sg, lane);
+            if FN > 1u { store(c21, i + 32u, j + 16u, direct, sg, lane); }
+            if FN > 2u { store(c22, i + 32u, j + 32u, direct, sg, lane); }
+            if FN > 3u { store(c23, i + 32u, j + 48u, direct, sg, lane); }
+        }
+        if FM > 3u {
+            store(c30, i + 48u, j, direct, sg, lane);
+            if FN > 1u { store(c31, i + 48u, j + 16u, direct, sg, lane); }
+            if FN > 2u { store(c32, i + 48u, j + 32u, direct, sg, lane); }
+            if FN > 3u { store(c33, i + 48u, j + 48u, direct, sg, lane); }
+        }
+    }
+}

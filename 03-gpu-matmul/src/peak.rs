@@ -1,0 +1,85 @@
+//! The arithmetic ceilings a matmul kernel could approach through WGSL on this adapter.
+//!
+//! Two probes that compute only from registers, so that their speed is the GPU's arithmetic
+//! rate as wgpu and the driver deliver it, not a datasheet figure: `shaders/peak_fma.wgsl`
+//! (f32 vec4 `fma` chains: the ceiling of kernels 01-05 and 07) and `shaders/peak_coop.wgsl`
+//! (cooperative-matrix multiply-adds, 16x16x16 f16 -> f32: the ceiling of kernels 06 and 08).
+//! The runner (`gpu-matmul --probe`) times them like a kernel and prints each kernel's share.
+
+use common::{GpuContext, GpuError};
+
+use crate::{Kernel, MatmulError, coop_support, specialize};
+
+/// One ceiling probe, ready to record: a pipeline, its buffers, and the FLOP one dispatch does.
+pub struct PeakProbe {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: u32,
+    /// Floating-point operations per dispatch (a multiply-add counts 2).
+    pub flop: f64,
+    /// What it measures, for tables.
+    pub label: &'static str,
+}
+
+/// Iterations of each probe's loop (written into the shaders).
+pub const PEAK_ITERS: u32 = 4096;
+
+impl PeakProbe {
+    /// The f32 ceiling: `workgroups` x 256 invocations, each running 8 independent vec4 `fma`
+    /// chains for [`PEAK_ITERS`] rounds. Use enough workgroups to fill the GPU (16 per
+    /// multiprocessor: 2,112 on the H200's 132).
+    pub fn fma(ctx: &GpuContext, workgroups: u32) -> Result<Self, MatmulError> {
+        const THREADS: u32 = 256;
+        const NCHAINS: u32 = 8;
+        const INPUTS: usize = 64;
+        let src = specialize(include_str!("../shaders/peak_fma.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
+        // buf[0] * x + buf[1] keeps values bounded: y just below 1, z small.
+        let mut data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
+        data[..4].fill(0.999);
+        data[4..8].fill(0.001);
+        let buffer = ctx.storage_buffer("peak fma", &data)?;
+        let pipeline = ctx.compute_pipeline("peak fma", &src, "main")?;
+        let bind_group = ctx.bind_group("peak fma", &pipeline, 0, &[&buffer])?;
+        let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * NCHAINS as f64 * 4.0 * 2.0;
+        Ok(Self { pipeline, bind_group, groups: check_groups(ctx, workgroups)?, flop, label: "f32 fma (vec4, 8 chains)" })
+    }
+
+    /// The tensor-core ceiling: `workgroups` x 4 subgroups, each running 4 independent
+    /// 16x16x16 f16 -> f32 `coopMultiplyAdd`s for [`PEAK_ITERS`] rounds. Errors where
+    /// kernels 06 and 08 cannot run ([`coop_support`]).
+    pub fn coop(ctx: &GpuContext, workgroups: u32) -> Result<Self, MatmulError> {
+        const SUBGROUPS: u32 = 4;
+        coop_support(ctx).map_err(|why| MatmulError::Unsupported { kernel: Kernel::CoopF16, why })?;
+        let src = specialize(include_str!("../shaders/peak_coop.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
+        // Five 16x16 fragments of f16 (0x2148 is about 0.0101: finite, no overflow).
+        let halves = vec![0x2148u16; 5 * 256];
+        let src_buf = ctx.storage_buffer("peak coop inputs", &halves)?;
+        let dst_buf = ctx.storage_buffer_empty("peak coop accumulators", workgroups as u64 * SUBGROUPS as u64 * 1024 * 4)?;
+        // SAFETY: every index in the probe is a constant or the workgroup's and subgroup's own
+        // block of `dst`, which is sized for `workgroups` x SUBGROUPS blocks; it has no
+        // workgroup memory.
+        let pipeline = unsafe { ctx.compute_pipeline_trusted("peak coop", &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
+        let bind_group = ctx.bind_group("peak coop", &pipeline, 0, &[&src_buf, &dst_buf])?;
+        let flop = workgroups as f64 * SUBGROUPS as f64 * PEAK_ITERS as f64 * 4.0 * 2.0 * 16f64.powi(3);
+        Ok(Self { pipeline, bind_group, groups: check_groups(ctx, workgroups)?, flop, label: "coopMultiplyAdd 16x16x16 f16 -> f32" })
+    }
+
+    /// Records one dispatch into an open compute pass.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups, 1, 1);
+    }
+}
+
+fn config(why: String) -> MatmulError {
+    MatmulError::Gpu(GpuError::Validation(why))
+}
+
+fn check_groups(ctx: &GpuContext, workgroups: u32) -> Result<u32, MatmulError> {
+    let max = ctx.limits.max_compute_workgroups_per_dimension;
+    if workgroups == 0 || workgroups > max {
+        return Err(config(format!("a probe takes 1 to {max} workgroups, not {workgroups}")));
+    }
+    Ok(workgroups)
+}
