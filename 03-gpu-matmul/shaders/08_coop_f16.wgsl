@@ -1,34 +1,40 @@
-// 08_coop_f16.wgsl: tensor cores fed from f16 copies, with 128-bit staging and 64 x 64 blocks
-// per subgroup.
+// 08_coop_f16.wgsl: tensor cores fed from f16 copies in one layout, with 64 x 64 blocks per
+// subgroup.
 //
 // The idea: kernel 06 reads the f32 operands for every tile, rounds each value to f16 and
-// writes it to workgroup memory one half (16 bits) at a time. So per multiply-add it moves
-// twice the bytes the tensor cores need, through the slowest kind of store. Here:
+// writes it to workgroup memory one half (16 bits) at a time, in whatever layout the operand
+// has. So per multiply-add it moves twice the bytes the tensor cores need, through the slowest
+// kind of store, and its speed depends on the transpose. Here:
 //
-// 1. Two small passes first (`to_f16_a`, `to_f16_b`) write f16 copies of A and B, once per
-//    product: half the bytes for every later read, and zero padding out to whole tiles (rows
-//    and columns to multiples of PAD_MN, the inner dimension to multiples of PAD_K), so the
-//    product itself needs no bounds tests on its loads. Each invocation rounds two floats
-//    and writes them as one `vec2<f16>`.
+// 1. Two passes first (`to_f16_a`, `to_f16_b`) write f16 copies of A and B, once per product,
+//    always in the same layout: op(A) as [k][m] and op(B) as [k][n], rows of m or n halves.
+//    Where the operand is stored the other way round, the pass transposes it through a
+//    64 x 64 tile in workgroup memory (reads and writes both along rows). The copies are
+//    zero-padded: m and n to multiples of PAD_MN, k to multiples of PAD_K, so the product
+//    needs no bounds tests on its loads. All three products then run the same product code,
+//    on the layout that was fastest in kernel 06's terms (wide rows: each k-step's tiles are
+//    BK rows of 256 or 512 bytes).
 // 2. The product moves those copies as `vec4<f16>`, two neighbouring ones (16 bytes) per
-//    invocation and step, from global memory to registers to workgroup memory; a cooperative
+//    invocation and round, from global memory to registers to workgroup memory; a cooperative
 //    load may point into an array of vectors (offsets and strides then count vectors, here 4
-//    halves). Kernel 06 stores one half at a time. Each tile row is padded by 8 halves so that
-//    the 8 rows a fragment load touches fall in different banks.
+//    halves). Each tile row is padded by 8 halves so that the 8 rows a fragment load touches
+//    fall in different banks.
 // 3. Each subgroup owns a WM x WN block of C as FM x FN fragments of 16 x 16 (up to 4 x 4:
 //    64 x 64, 16 accumulators, c00 .. c33), so each A fragment loaded from workgroup memory
 //    feeds FN multiply-adds and each B fragment FM.
-// 4. Double-buffered k-steps with one barrier each (as kernel 05): the next tile's global
-//    loads are in flight during this tile's multiply-adds.
+// 4. The global loads of the next k-step are in flight while this step's multiply-adds run.
+//    STAGES = 2: double-buffered tiles, one barrier per step (as kernel 05). STAGES = 1: one
+//    buffer and two barriers per step, which leaves room for deeper steps (BK = 64) in the
+//    48 KiB of workgroup memory.
 // 5. The swizzled workgroup order of kernel 07 (GM row bands walked column by column), so
 //    workgroups resident together share tiles in the L2 cache.
 //
-//   workgroup BM x BN = 128 x 256          subgroup block WM x WN = 64 x 64
-//   +------+------+------+------+          [c00 c01 c02 c03]   per 16-deep step q:
-//   | sg 0 | sg 1 | sg 2 | sg 3 |          [c10 c11 c12 c13]   load a0..a3 (column of A)
-//   +------+------+------+------+          [c20 c21 c22 c23]   and b0..b3 (row of B),
-//   | sg 4 | sg 5 | sg 6 | sg 7 |          [c30 c31 c32 c33]   then 16 coopMultiplyAdds
-//   +------+------+------+------+
+//   workgroup BM x BN = 128 x 128          subgroup block WM x WN = 64 x 64
+//   +-------------+-------------+          [c00 c01 c02 c03]   per 16-deep step q:
+//   | sg 0        | sg 1        |          [c10 c11 c12 c13]   load a0..a3 (column of A)
+//   +-------------+-------------+          [c20 c21 c22 c23]   and b0..b3 (row of B),
+//   | sg 2        | sg 3        |          [c30 c31 c32 c33]   then 16 coopMultiplyAdds
+//   +-------------+-------------+
 //
 // The price: the f16 copies take half the memory of A and B again (they belong to the
 // `MatmulCall`), and the conversion passes read A and B once more per product; products that
@@ -61,11 +67,12 @@ struct Dims {
 const TRANS_A: bool = false;
 const TRANS_B: bool = false;
 const BM: u32 = 128u;
-const BN: u32 = 256u;
+const BN: u32 = 128u;
 const BK: u32 = 32u;            // 16, 32 or 64: divides PAD_K
 const WM: u32 = 64u;            // rows of C per subgroup (16 FM)
 const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
 const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
+const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -75,22 +82,17 @@ const SG_N: u32 = BN / WN;      // subgroups along n
 const SUBGROUPS: u32 = (BM / WM) * SG_N;
 const THREADS: u32 = SUBGROUPS * SG;
 
-// Tiles keep the stored layout of their operand: [rows][cols / 4 + 2] vec4<f16>, the stored
-// matrix's contiguous dimension as cols, plus 8 halves of padding per row.
-const A_ROWS: u32 = select(BM, BK, TRANS_A);    // A: [BM][BK] or, transposed, [BK][BM]
-const A_COLS: u32 = select(BK, BM, TRANS_A);
-const B_ROWS: u32 = select(BK, BN, TRANS_B);    // B: [BK][BN] or, transposed, [BN][BK]
-const B_COLS: u32 = select(BN, BK, TRANS_B);
-const LDA_S: u32 = A_COLS / 4u + 2u;            // tile row strides, in vec4<f16>
-const LDB_S: u32 = B_COLS / 4u + 2u;
-const A_V8: u32 = A_ROWS * A_COLS / 8u;         // 16-byte loads per A tile
-const B_V8: u32 = B_ROWS * B_COLS / 8u;
+// Tiles as the copies: A [BK][BM], B [BK][BN], each row padded by 8 halves; in vec4<f16>.
+const LDA_S: u32 = BM / 4u + 2u;
+const LDB_S: u32 = BN / 4u + 2u;
+const A_V8: u32 = BK * BM / 8u;                 // 16-byte loads per A tile
+const B_V8: u32 = BK * BN / 8u;
 const LA: u32 = (A_V8 + THREADS - 1u) / THREADS;
 const LB: u32 = (B_V8 + THREADS - 1u) / THREADS;
-const A_BUF: u32 = A_ROWS * LDA_S;              // vec4<f16> per buffer of the A tile (with padding)
-const B_BUF: u32 = B_ROWS * LDB_S;
-const B_OFF: u32 = 2u * A_BUF;                  // B's two buffers follow A's two
-const TILES: u32 = 2u * (A_BUF + B_BUF);
+const A_BUF: u32 = BK * LDA_S;                  // vec4<f16> per buffer of the A tile
+const B_BUF: u32 = BK * LDB_S;
+const B_OFF: u32 = STAGES * A_BUF;              // B's buffers follow A's
+const TILES: u32 = STAGES * (A_BUF + B_BUF);
 
 var<workgroup> tiles: array<vec4<f16>, TILES>;
 var<workgroup> c_stage: array<f32, SUBGROUPS * 256u>; // one 16x16 f32 scratch per subgroup
@@ -102,7 +104,10 @@ fn round_up(x: u32, to: u32) -> u32 {
     return (x + to - 1u) / to * to;
 }
 
-// ---- conversion passes: f32 operand -> zero-padded f16 copy ----
+// ---- conversion passes: f32 operand -> zero-padded f16 copy, [k][m] or [k][n] ----
+
+const CT: u32 = 64u;                            // a workgroup converts CT x CT of a copy
+var<workgroup> ct: array<f32, CT * (CT + 1u)>;  // one source tile, rows padded by one float
 
 fn a_at(r: u32, col: u32, rows: u32, cols: u32) -> f32 {
     if r < rows && col < cols { return a[r * dims.lda + col]; }
@@ -114,34 +119,69 @@ fn b_at(r: u32, col: u32, rows: u32, cols: u32) -> f32 {
     return 0.0;
 }
 
-// Two halves of the copy of A per invocation. The dispatch covers the copy's
-// capacity; only the part the product reads for the current logical shape is written.
-@compute @workgroup_size(256)
-fn to_f16_a(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = gid.x + gid.y * groups.x * 256u;
-    let per_row = dims.lda16 * 2u;              // pairs of halves per row of the copy
-    let r = i / per_row;
-    let col = (i % per_row) * 2u;
-    let rows = select(dims.m, dims.k, TRANS_A);
-    let cols = select(dims.k, dims.m, TRANS_A);
-    if r >= round_up(rows, select(PAD_MN, PAD_K, TRANS_A)) || col >= round_up(cols, select(PAD_K, PAD_MN, TRANS_A)) {
-        return;
+// Writes rows p0.. and columns j0.. of a copy from the staged source tile `ct`, transposed
+// or not; two halves per invocation and round, along the copy's rows.
+fn write_copy(tid: u32, transpose: bool, is_a: bool, p0: u32, j0: u32) {
+    for (var l = 0u; l < CT * CT / 512u; l++) {
+        let e = tid + l * 256u;
+        let dr = e / (CT / 2u);
+        let dc = (e % (CT / 2u)) * 2u;
+        var v: vec2<f32>;
+        if transpose {
+            v = vec2(ct[dc * (CT + 1u) + dr], ct[(dc + 1u) * (CT + 1u) + dr]);
+        } else {
+            v = vec2(ct[dr * (CT + 1u) + dc], ct[dr * (CT + 1u) + dc + 1u]);
+        }
+        if is_a {
+            a16_out[((p0 + dr) * dims.lda16 * 4u + j0 + dc) / 2u] = vec2<f16>(v);
+        } else {
+            b16_out[((p0 + dr) * dims.ldb16 * 4u + j0 + dc) / 2u] = vec2<f16>(v);
+        }
     }
-    a16_out[i] = vec2<f16>(vec2(a_at(r, col, rows, cols), a_at(r, col + 1u, rows, cols)));
 }
 
+// Rows p0 .. p0 + CT (along k) and columns i0 .. i0 + CT (along m) of the copy of op(A). The
+// grid covers the copy's capacity; only the part the product reads for the current logical
+// shape is written (each CT x CT tile lies wholly inside or outside it).
 @compute @workgroup_size(256)
-fn to_f16_b(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = gid.x + gid.y * groups.x * 256u;
-    let per_row = dims.ldb16 * 2u;
-    let r = i / per_row;
-    let col = (i % per_row) * 2u;
-    let rows = select(dims.k, dims.n, TRANS_B);
-    let cols = select(dims.n, dims.k, TRANS_B);
-    if r >= round_up(rows, select(PAD_K, PAD_MN, TRANS_B)) || col >= round_up(cols, select(PAD_MN, PAD_K, TRANS_B)) {
+fn to_f16_a(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let p0 = wg.y * CT;
+    let i0 = wg.x * CT;
+    if p0 >= round_up(dims.k, PAD_K) || i0 >= round_up(dims.m, PAD_MN) {
+        return; // uniform: the whole workgroup
+    }
+    // a is stored [m][k] (transposed into the copy) or, for A^T * B, [k][m] (copied).
+    let rows = select(dims.m, dims.k, TRANS_A);
+    let cols = select(dims.k, dims.m, TRANS_A);
+    let r0 = select(i0, p0, TRANS_A);
+    let c0 = select(p0, i0, TRANS_A);
+    for (var l = 0u; l < CT * CT / 256u; l++) {
+        let e = tid + l * 256u;
+        ct[(e / CT) * (CT + 1u) + e % CT] = a_at(r0 + e / CT, c0 + e % CT, rows, cols);
+    }
+    workgroupBarrier();
+    write_copy(tid, !TRANS_A, true, p0, i0);
+}
+
+// Rows p0 .. (along k) and columns j0 .. (along n) of the copy of op(B).
+@compute @workgroup_size(256)
+fn to_f16_b(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let p0 = wg.y * CT;
+    let j0 = wg.x * CT;
+    if p0 >= round_up(dims.k, PAD_K) || j0 >= round_up(dims.n, PAD_MN) {
         return;
     }
-    b16_out[i] = vec2<f16>(vec2(b_at(r, col, rows, cols), b_at(r, col + 1u, rows, cols)));
+    // b is stored [k][n] (copied) or, for A * B^T, [n][k] (transposed into the copy).
+    let rows = select(dims.k, dims.n, TRANS_B);
+    let cols = select(dims.n, dims.k, TRANS_B);
+    let r0 = select(p0, j0, TRANS_B);
+    let c0 = select(j0, p0, TRANS_B);
+    for (var l = 0u; l < CT * CT / 256u; l++) {
+        let e = tid + l * 256u;
+        ct[(e / CT) * (CT + 1u) + e % CT] = b_at(r0 + e / CT, c0 + e % CT, rows, cols);
+    }
+    workgroupBarrier();
+    write_copy(tid, TRANS_B, false, p0, j0);
 }
 
 // ---- the product ----
@@ -149,21 +189,17 @@ fn to_f16_b(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 // Global loads of the tiles at k = p0 into registers: 8 halves (two vec4<f16>, 16 bytes) per
 // invocation and round, no bounds tests (the copies are padded to whole tiles).
 fn fetch(tid: u32, row0: u32, col0: u32, p0: u32) {
-    let a_r0 = select(row0, p0, TRANS_A);
-    let a_c4 = select(p0, row0, TRANS_A) / 4u;
-    let b_r0 = select(p0, col0, TRANS_B);
-    let b_c4 = select(col0, p0, TRANS_B) / 4u;
     for (var l = 0u; l < LA; l++) {
         let e = tid + l * THREADS;
         if A_V8 % THREADS != 0u && e >= A_V8 { break; }
-        let at = (a_r0 + e / (A_COLS / 8u)) * dims.lda16 + a_c4 + (e % (A_COLS / 8u)) * 2u;
+        let at = (p0 + e / (BM / 8u)) * dims.lda16 + row0 / 4u + (e % (BM / 8u)) * 2u;
         a_next[2u * l] = a16[at];
         a_next[2u * l + 1u] = a16[at + 1u];
     }
     for (var l = 0u; l < LB; l++) {
         let e = tid + l * THREADS;
         if B_V8 % THREADS != 0u && e >= B_V8 { break; }
-        let at = (b_r0 + e / (B_COLS / 8u)) * dims.ldb16 + b_c4 + (e % (B_COLS / 8u)) * 2u;
+        let at = (p0 + e / (BN / 8u)) * dims.ldb16 + col0 / 4u + (e % (BN / 8u)) * 2u;
         b_next[2u * l] = b16[at];
         b_next[2u * l + 1u] = b16[at + 1u];
     }
@@ -174,32 +210,27 @@ fn stash(tid: u32, h: u32) {
     for (var l = 0u; l < LA; l++) {
         let e = tid + l * THREADS;
         if A_V8 % THREADS != 0u && e >= A_V8 { break; }
-        let at = h * A_BUF + (e / (A_COLS / 8u)) * LDA_S + (e % (A_COLS / 8u)) * 2u;
+        let at = h * A_BUF + (e / (BM / 8u)) * LDA_S + (e % (BM / 8u)) * 2u;
         tiles[at] = a_next[2u * l];
         tiles[at + 1u] = a_next[2u * l + 1u];
     }
     for (var l = 0u; l < LB; l++) {
         let e = tid + l * THREADS;
         if B_V8 % THREADS != 0u && e >= B_V8 { break; }
-        let at = B_OFF + h * B_BUF + (e / (B_COLS / 8u)) * LDB_S + (e % (B_COLS / 8u)) * 2u;
+        let at = B_OFF + h * B_BUF + (e / (BN / 8u)) * LDB_S + (e % (BN / 8u)) * 2u;
         tiles[at] = b_next[2u * l];
         tiles[at + 1u] = b_next[2u * l + 1u];
     }
 }
 
-// The 16x16 fragment of buffer h of the A tile at rows i..i+16, k q..q+16 (i, q multiples of 16).
+// The 16x16 fragment of buffer h of the A tile at rows i..i+16 of C, k q..q+16: the tile is
+// [k][m], so a column-major load.
 fn frag_a(h: u32, i: u32, q: u32) -> coop_mat16x16<f16, A> {
-    if TRANS_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&tiles[h * A_BUF + q * LDA_S + i / 4u], LDA_S);
-    }
-    return coopLoadT<coop_mat16x16<f16, A>>(&tiles[h * A_BUF + i * LDA_S + q / 4u], LDA_S);
+    return coopLoad<coop_mat16x16<f16, A>>(&tiles[h * A_BUF + q * LDA_S + i / 4u], LDA_S);
 }
 
-// The 16x16 fragment of buffer h of the B tile at k q..q+16, columns j..j+16.
+// The 16x16 fragment of buffer h of the B tile at k q..q+16, columns j..j+16 (row-major).
 fn frag_b(h: u32, q: u32, j: u32) -> coop_mat16x16<f16, B> {
-    if TRANS_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&tiles[B_OFF + h * B_BUF + j * LDB_S + q / 4u], LDB_S);
-    }
     return coopLoadT<coop_mat16x16<f16, B>>(&tiles[B_OFF + h * B_BUF + q * LDB_S + j / 4u], LDB_S);
 }
 
@@ -275,12 +306,18 @@ fn main(
     let steps = select(0u, (dims.k + BK - 1u) / BK, inside);
     if steps > 0u {
         fetch(tid, row0, col0, 0u);
-        stash(tid, 0u);
     }
-    workgroupBarrier();
+    if STAGES == 2u {
+        if steps > 0u { stash(tid, 0u); }
+        workgroupBarrier();
+    }
     for (var t = 0u; t < steps; t++) {
-        let h = t % 2u;
+        let h = select(0u, t % 2u, STAGES == 2u);
         let more = t + 1u < steps;
+        if STAGES == 1u {
+            stash(tid, 0u); // tile t, fetched during the last step
+            workgroupBarrier();
+        }
         if more {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
@@ -317,10 +354,10 @@ fn main(
                 if FN > 3u { c33 = coopMultiplyAdd(a3, b3, c33); }
             }
         }
-        if more {
+        if STAGES == 2u && more {
             stash(tid, 1u - h); // the other buffer: last read one step ago, before the barrier
         }
-        workgroupBarrier();
+        workgroupBarrier(); // (STAGES = 1: everyone is done reading before the next stash)
     }
 
     // Direct stores need the workgroup's block inside C and 16-byte-aligned rows.

@@ -46,8 +46,8 @@ pub enum Precision {
     F16Inputs,
 }
 
-/// How far the f16 copies kernel 08 makes are padded with zeros: rows and columns along m and
-/// n to multiples of `F16_PAD_MN`, along k to multiples of `F16_PAD_K`, so that every tile the
+/// How far the f16 copies kernel 08 makes (op(A) as [k][m], op(B) as [k][n]) are padded with
+/// zeros: m and n to multiples of `F16_PAD_MN`, k to multiples of `F16_PAD_K`, so that every tile the
 /// product loads lies inside them (every `bm`, `bn` of its tiles divides `F16_PAD_MN` and every
 /// `bk` divides `F16_PAD_K`). Written into the shader by [`Kernel::constants`].
 pub const F16_PAD_MN: u32 = 256;
@@ -209,16 +209,17 @@ impl Kernel {
             }
             // tm x tn here is one subgroup's block of 16 x 16 fragments.
             Kernel::CoopMatrix => vec![t(128, 256, 16, 64, 64), t(128, 128, 32, 64, 32), t(64, 64, 32, 32, 32)],
+            // Chosen from `--tune` on the H200 (results/h200-sweep-1.txt).
             Kernel::WarpTiled => vec![
-                t(128, 128, 16, 8, 8).warp(64, 32).group(8),
+                t(128, 128, 8, 16, 8).warp(64, 64).group(8),
                 t(64, 64, 16, 4, 8).warp(32, 32).group(8),
                 t(32, 32, 16, 4, 8).warp(32, 32),
             ],
             // tm x tn is the fragment; wm x wn one subgroup's block of fragments.
             Kernel::CoopF16 => vec![
-                t(128, 256, 16, 16, 16).warp(64, 64).group(8),
-                t(128, 128, 32, 16, 16).warp(64, 64).group(8),
-                t(64, 64, 32, 16, 16).warp(32, 32).group(8),
+                t(128, 256, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(2),
+                t(64, 64, 32, 16, 16).warp(32, 32).group(8).stages(2),
             ],
         }
     }
@@ -264,28 +265,32 @@ impl Kernel {
             // Warp tiles of 32 invocations as 8 x 4 or 4 x 8; k-steps of 8, 16 and 32; 128 or
             // 256 invocations; swizzle groups of 1 (none), 8 and 16.
             Kernel::WarpTiled => vec![
-                t(128, 128, 16, 8, 8).warp(32, 64).group(8),
+                t(128, 128, 16, 8, 8).warp(64, 32).group(8),
                 t(128, 128, 16, 16, 8).warp(64, 64).group(8),
-                t(128, 128, 16, 8, 16).warp(64, 64).group(8),
                 t(128, 128, 8, 8, 8).warp(64, 32).group(8),
-                t(128, 128, 8, 16, 8).warp(64, 64).group(8),
-                t(128, 256, 8, 8, 16).warp(64, 64).group(8),
+                t(128, 128, 8, 8, 8).warp(32, 64).group(8),
+                t(128, 128, 8, 8, 16).warp(64, 64).group(8),
+                t(128, 128, 4, 16, 8).warp(64, 64).group(8),
+                t(128, 64, 8, 16, 8).warp(64, 64).group(8),
+                t(64, 128, 8, 8, 16).warp(64, 64).group(8),
                 t(256, 128, 8, 16, 8).warp(64, 64).group(8),
-                t(128, 64, 16, 8, 8).warp(64, 32).group(8),
-                t(128, 128, 16, 8, 8).warp(64, 32),
-                t(128, 128, 16, 8, 8).warp(64, 32).group(16),
+                t(128, 128, 8, 16, 8).warp(64, 64),
+                t(128, 128, 8, 16, 8).warp(64, 64).group(16),
             ],
-            // Subgroup blocks of 64 x 64, 64 x 32 and 32 x 64; k-steps of 16 and 32; 4 or 8
-            // subgroups; swizzle groups of 1 (none), 8 and 16.
+            // Subgroup blocks of 64 x 64 and 64 x 32; k-steps of 16, 32 and 64; one buffer (two
+            // barriers per step) or two (one barrier); 4 or 8 subgroups; swizzle groups of 1
+            // (none), 8 and 16.
             Kernel::CoopF16 => vec![
-                t(256, 128, 16, 16, 16).warp(64, 64).group(8),
-                t(128, 128, 16, 16, 16).warp(64, 64).group(8),
-                t(128, 128, 32, 16, 16).warp(64, 32).group(8),
-                t(128, 128, 16, 16, 16).warp(32, 64).group(8),
-                t(64, 128, 32, 16, 16).warp(32, 64).group(8),
-                t(128, 256, 16, 16, 16).warp(64, 64),
-                t(128, 256, 16, 16, 16).warp(64, 64).group(16),
-                t(128, 128, 32, 16, 16).warp(64, 64),
+                t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2),
+                t(256, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 256, 16, 16, 16).warp(64, 64).group(8).stages(2),
+                t(256, 128, 16, 16, 16).warp(64, 64).group(8).stages(2),
+                t(128, 256, 32, 16, 16).warp(64, 32).group(8).stages(1),
+                t(128, 128, 64, 16, 16).warp(64, 32).group(8).stages(1),
+                t(128, 256, 32, 16, 16).warp(64, 64).stages(1),
+                t(128, 256, 32, 16, 16).warp(64, 64).group(16).stages(1),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -322,6 +327,9 @@ impl Kernel {
         let warp_level = matches!(self, Kernel::WarpTiled | Kernel::CoopF16);
         if !warp_level && (tile.wm != 0 || tile.wn != 0 || tile.gm != 1) {
             return bad("only kernels 07 and 08 have warp tiles (wm, wn) and a swizzle (gm)".into());
+        }
+        if (self == Kernel::CoopF16) != (tile.stages != 0) || tile.stages > 2 {
+            return bad("kernel 08 keeps 1 or 2 buffers of its tiles (stages); the others have no such choice (0)".into());
         }
         if warp_level && (tile.warps() == 0 || tile.gm == 0) {
             return bad("the warp tile wm x wn must divide the workgroup tile bm x bn, and gm must be positive".into());
@@ -400,16 +408,25 @@ impl Kernel {
                         "the f16 copies are padded to whole tiles: bm and bn must divide {F16_PAD_MN}, bk must be 16, 32 or 64"
                     ));
                 }
-                for (name, v) in [("BM", tile.bm), ("BN", tile.bn), ("BK", tile.bk), ("WM", tile.wm), ("WN", tile.wn), ("GM", tile.gm)] {
+                for (name, v) in [
+                    ("BM", tile.bm),
+                    ("BN", tile.bn),
+                    ("BK", tile.bk),
+                    ("WM", tile.wm),
+                    ("WN", tile.wn),
+                    ("GM", tile.gm),
+                    ("STAGES", tile.stages),
+                ] {
                     consts.push((name, u(v)));
                 }
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
-                // Two buffers of f16 tiles with 8 halves of padding per row, plus one f32
-                // 16 x 16 scratch per subgroup (as kernel 06).
-                let (a_rows, a_cols) = if t == Transpose::A { (tile.bk, tile.bm) } else { (tile.bm, tile.bk) };
-                let (b_rows, b_cols) = if t == Transpose::B { (tile.bn, tile.bk) } else { (tile.bk, tile.bn) };
-                2 * (a_rows * (a_cols + 8) * 2 + b_rows * (b_cols + 8) * 2) + (threads / 32) * 1024
+                // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
+                // layout, whatever the transpose) with 8 halves of padding per row, plus one
+                // f32 16 x 16 scratch per subgroup (as kernel 06). The conversion passes use
+                // 64 x 65 floats.
+                let product = tile.stages * tile.bk * (tile.bm + 8 + tile.bn + 8) * 2 + (threads / 32) * 1024;
+                product.max(64 * 65 * 4)
             }
         };
         if shared > limits.max_compute_workgroup_storage_size {
@@ -433,9 +450,9 @@ impl fmt::Display for Kernel {
 ///
 /// Kernels 07 and 08 add a level between the two: each subgroup of 32 invocations (a "warp")
 /// computes a `wm x wn` block of the workgroup's, and workgroups are launched `gm` row bands
-/// at a time (the swizzle that keeps shared tiles in the L2 cache). Elsewhere `wm = wn = 0`
-/// and `gm = 1`. In kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the
-/// 16 x 16 fragment.
+/// at a time (the swizzle that keeps shared tiles in the L2 cache). Kernel 08 also keeps
+/// `stages` buffers of its tiles (1 or 2). Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`.
+/// In kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tile {
     pub bm: u32,
@@ -446,12 +463,18 @@ pub struct Tile {
     pub wm: u32,
     pub wn: u32,
     pub gm: u32,
+    pub stages: u32,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1 }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0 }
+    }
+
+    /// The same tile with `stages` buffers of the shared tiles (kernel 08).
+    pub const fn stages(self, stages: u32) -> Self {
+        Self { stages, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -483,7 +506,8 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn` and ` g gm` where set: `128x128x16/8x8 w64x32 g8`.
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm` and ` s stages` where set:
+/// `128x128x16/8x8 w64x32 g8`.
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}x{}/{}x{}", self.bm, self.bn, self.bk, self.tm, self.tn)?;
@@ -492,6 +516,9 @@ impl fmt::Display for Tile {
         }
         if self.gm != 1 {
             write!(f, " g{}", self.gm)?;
+        }
+        if self.stages != 0 {
+            write!(f, " s{}", self.stages)?;
         }
         Ok(())
     }

@@ -419,32 +419,31 @@ impl Matmul {
                 (ctx.bind_group("matmul", &pipelines.product, 0, &[&a.buffer, &b.buffer, &out.buffer, &uniform])?, uniform)
             }
             Some([to_a, to_b]) => {
-                // Kernel 08: zero-padded f16 copies of a and b, made by two passes before the
-                // product. Stored like the operands, rows and columns padded (see F16_PAD_MN).
-                let (pad_a, pad_b) = match t {
-                    Transpose::None => ((F16_PAD_MN, F16_PAD_K), (F16_PAD_K, F16_PAD_MN)),
-                    Transpose::A => ((F16_PAD_K, F16_PAD_MN), (F16_PAD_K, F16_PAD_MN)),
-                    Transpose::B => ((F16_PAD_MN, F16_PAD_K), (F16_PAD_MN, F16_PAD_K)),
-                };
-                let copy = |g: &GpuMatrix, (pr, pc): (u32, u32)| -> Result<(wgpu::Buffer, u32, u64), MatmulError> {
-                    let rows = (g.rows as u64).next_multiple_of(pr as u64).max(pr as u64);
-                    let cols = (g.cols as u64).next_multiple_of(pc as u64).max(pc as u64);
+                // Kernel 08: zero-padded f16 copies of op(A) as [k][m] and op(B) as [k][n],
+                // made by two passes before the product (see F16_PAD_MN).
+                let pad = |v: usize, to: u32| (v as u64).next_multiple_of(to as u64).max(to as u64);
+                let rows = pad(k, F16_PAD_K);
+                let copy = |cols: u64| -> Result<wgpu::Buffer, MatmulError> {
                     if rows * cols > u32::MAX as u64 / 2 {
                         return Err(MatmulError::Shape { op: op.clone(), shapes: shapes(), why: "a padded f16 copy exceeds 2^31 halves".into() });
                     }
-                    let buffer = ctx.storage_buffer_empty(&format!("f16 copy {rows}x{cols}"), rows * cols * 2)?;
-                    Ok((buffer, (cols / 4) as u32, rows * cols / 2))
+                    Ok(ctx.storage_buffer_empty(&format!("f16 copy {rows}x{cols}"), rows * cols * 2)?)
                 };
-                let (a16, lda16, a_words) = copy(a, pad_a)?;
-                let (b16, ldb16, b_words) = copy(b, pad_b)?;
-                dims.ld16 = [lda16, ldb16];
+                let (cols_a, cols_b) = (pad(m, F16_PAD_MN), pad(n, F16_PAD_MN));
+                let (a16, b16) = (copy(cols_a)?, copy(cols_b)?);
+                dims.ld16 = [(cols_a / 4) as u32, (cols_b / 4) as u32];
                 let uniform = ctx.uniform_buffer("matmul dims", &dims);
-                for (pipeline, src, copy, words, bindings) in
-                    [(to_a, &a.buffer, &a16, a_words, (4, 5)), (to_b, &b.buffer, &b16, b_words, (6, 7))]
+                // One workgroup per 64 x 64 of a copy (both sides are multiples of 64).
+                for (pipeline, src, copy, cols, bindings) in
+                    [(to_a, &a.buffer, &a16, cols_a, (4, 5)), (to_b, &b.buffer, &b16, cols_b, (6, 7))]
                 {
                     let bind_group =
                         bind_at(ctx, "matmul f16 copy", pipeline, &[(3, &uniform), (bindings.0, src), (bindings.1, copy)])?;
-                    steps.push(Step { pipeline: pipeline.clone(), bind_group, groups: ctx.workgroups_1d(words, 256)? });
+                    let groups = ((cols / 64) as u32, (rows / 64) as u32, 1);
+                    if groups.0 > max || groups.1 > max {
+                        return Err(MatmulError::Shape { op, shapes: shapes(), why: format!("its f16 copies need more than {max} workgroups per dimension") });
+                    }
+                    steps.push(Step { pipeline: pipeline.clone(), bind_group, groups });
                 }
                 let bind_group = bind_at(ctx, "matmul", &pipelines.product, &[(0, &a16), (1, &b16), (2, &out.buffer), (3, &uniform)])?;
                 (bind_group, uniform)
