@@ -25,7 +25,7 @@
 // 4. The global loads of the next k-step are in flight while this step's multiply-adds run.
 //    STAGES = 2: double-buffered tiles, one barrier per step (as kernel 05). STAGES = 1: one
 //    buffer and two barriers per step, which leaves room for deeper steps (BK = 64) in the
-//    48 KiB of workgroup memory.
+//    48 KiB of workgroup memory (the tuner's `s1` tiles; checked by naga, not yet run on a GPU).
 // 5. The swizzled workgroup order of kernel 07 (GM row bands walked column by column), so
 //    workgroups resident together share tiles in the L2 cache.
 //
@@ -68,7 +68,7 @@ const TRANS_A: bool = false;
 const TRANS_B: bool = false;
 const BM: u32 = 128u;
 const BN: u32 = 128u;
-const BK: u32 = 32u;            // 16, 32 or 64: divides PAD_K
+const BK: u32 = 16u;            // 16, 32 or 64: divides PAD_K
 const WM: u32 = 64u;            // rows of C per subgroup (16 FM)
 const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
 const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
@@ -119,25 +119,14 @@ fn b_at(r: u32, col: u32, rows: u32, cols: u32) -> f32 {
     return 0.0;
 }
 
-// Writes rows p0.. and columns j0.. of a copy from the staged source tile `ct`, transposed
-// or not; two halves per invocation and round, along the copy's rows.
-fn write_copy(tid: u32, transpose: bool, is_a: bool, p0: u32, j0: u32) {
-    for (var l = 0u; l < CT * CT / 512u; l++) {
-        let e = tid + l * 256u;
-        let dr = e / (CT / 2u);
-        let dc = (e % (CT / 2u)) * 2u;
-        var v: vec2<f32>;
-        if transpose {
-            v = vec2(ct[dc * (CT + 1u) + dr], ct[(dc + 1u) * (CT + 1u) + dr]);
-        } else {
-            v = vec2(ct[dr * (CT + 1u) + dc], ct[dr * (CT + 1u) + dc + 1u]);
-        }
-        if is_a {
-            a16_out[((p0 + dr) * dims.lda16 * 4u + j0 + dc) / 2u] = vec2<f16>(v);
-        } else {
-            b16_out[((p0 + dr) * dims.ldb16 * 4u + j0 + dc) / 2u] = vec2<f16>(v);
-        }
+// Elements (dr, dc) and (dr, dc + 1) of a copy's CT x CT tile from the staged source tile
+// `ct`, transposed or not. (Each entry point writes its own copy: a function that touched
+// both outputs would make both entry points bind both.)
+fn staged_pair(transpose: bool, dr: u32, dc: u32) -> vec2<f16> {
+    if transpose {
+        return vec2<f16>(vec2(ct[dc * (CT + 1u) + dr], ct[(dc + 1u) * (CT + 1u) + dr]));
     }
+    return vec2<f16>(vec2(ct[dr * (CT + 1u) + dc], ct[dr * (CT + 1u) + dc + 1u]));
 }
 
 // Rows p0 .. p0 + CT (along k) and columns i0 .. i0 + CT (along m) of the copy of op(A). The
@@ -160,7 +149,13 @@ fn to_f16_a(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
         ct[(e / CT) * (CT + 1u) + e % CT] = a_at(r0 + e / CT, c0 + e % CT, rows, cols);
     }
     workgroupBarrier();
-    write_copy(tid, !TRANS_A, true, p0, i0);
+    // Two halves per invocation and round, along the copy's rows.
+    for (var l = 0u; l < CT * CT / 512u; l++) {
+        let e = tid + l * 256u;
+        let dr = e / (CT / 2u);
+        let dc = (e % (CT / 2u)) * 2u;
+        a16_out[((p0 + dr) * dims.lda16 * 4u + i0 + dc) / 2u] = staged_pair(!TRANS_A, dr, dc);
+    }
 }
 
 // Rows p0 .. (along k) and columns j0 .. (along n) of the copy of op(B).
@@ -181,7 +176,12 @@ fn to_f16_b(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
         ct[(e / CT) * (CT + 1u) + e % CT] = b_at(r0 + e / CT, c0 + e % CT, rows, cols);
     }
     workgroupBarrier();
-    write_copy(tid, TRANS_B, false, p0, j0);
+    for (var l = 0u; l < CT * CT / 512u; l++) {
+        let e = tid + l * 256u;
+        let dr = e / (CT / 2u);
+        let dc = (e % (CT / 2u)) * 2u;
+        b16_out[((p0 + dr) * dims.ldb16 * 4u + j0 + dc) / 2u] = staged_pair(TRANS_B, dr, dc);
+    }
 }
 
 // ---- the product ----

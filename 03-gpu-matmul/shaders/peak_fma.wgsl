@@ -18,9 +18,10 @@ const INPUTS: u32 = 64u; // buf[0 .. INPUTS] are read, buf[INPUTS ..] written, o
 @compute @workgroup_size(THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x;
-    let y = buf[0];
-    let z = buf[1];
-    let at = 2u + id % (INPUTS - 9u);
+    // Per-invocation multiplier and addend (values the compiler cannot treat as uniform).
+    let at = id % (INPUTS - 10u);
+    let y = buf[at + 8u];
+    let z = buf[at + 9u];
     var x0 = buf[at]; var x1 = buf[at + 1u]; var x2 = buf[at + 2u]; var x3 = buf[at + 3u];
     var x4 = buf[at + 4u]; var x5 = buf[at + 5u]; var x6 = buf[at + 6u]; var x7 = buf[at + 7u];
     for (var i = 0u; i < ITERS; i++) {

@@ -434,18 +434,17 @@ impl Matmul {
                 dims.ld16 = [(cols_a / 4) as u32, (cols_b / 4) as u32];
                 let uniform = ctx.uniform_buffer("matmul dims", &dims);
                 // One workgroup per 64 x 64 of a copy (both sides are multiples of 64).
-                for (pipeline, src, copy, cols, bindings) in
-                    [(to_a, &a.buffer, &a16, cols_a, (4, 5)), (to_b, &b.buffer, &b16, cols_b, (6, 7))]
+                for (pipeline, src, copy, cols, [u, s, c]) in
+                    [(to_a, &a.buffer, &a16, cols_a, F16_COPY_BINDINGS[0]), (to_b, &b.buffer, &b16, cols_b, F16_COPY_BINDINGS[1])]
                 {
-                    let bind_group =
-                        bind_at(ctx, "matmul f16 copy", pipeline, &[(3, &uniform), (bindings.0, src), (bindings.1, copy)])?;
+                    let bind_group = bind_at(ctx, "matmul f16 copy", pipeline, &[(u, &uniform), (s, src), (c, copy)])?;
                     let groups = ((cols / 64) as u32, (rows / 64) as u32, 1);
                     if groups.0 > max || groups.1 > max {
                         return Err(MatmulError::Shape { op, shapes: shapes(), why: format!("its f16 copies need more than {max} workgroups per dimension") });
                     }
                     steps.push(Step { pipeline: pipeline.clone(), bind_group, groups });
                 }
-                let bind_group = bind_at(ctx, "matmul", &pipelines.product, &[(0, &a16), (1, &b16), (2, &out.buffer), (3, &uniform)])?;
+                let bind_group = ctx.bind_group("matmul", &pipelines.product, 0, &[&a16, &b16, &out.buffer, &uniform])?;
                 (bind_group, uniform)
             }
         };
@@ -453,6 +452,11 @@ impl Matmul {
         Ok(MatmulCall { steps, uniform, capacity: (m, k, n), dims, kernel: variant.kernel, tile: variant.tile })
     }
 }
+
+/// The bindings of kernel 08's conversion passes `to_f16_a` and `to_f16_b`: the shape
+/// uniform, the f32 operand, the f16 copy. (The product binds 0-3 like every other kernel.)
+/// A unit test checks them against what each entry point of the shader uses.
+const F16_COPY_BINDINGS: [[u32; 3]; 2] = [[3, 4, 5], [3, 6, 7]];
 
 /// A bind group for `pipeline`'s group 0 with `buffers` at the given binding numbers (for
 /// shaders whose entry points use different bindings of one module).

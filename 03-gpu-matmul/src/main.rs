@@ -103,9 +103,9 @@ const FULL_CHECK_LIMIT: usize = 1 << 27;
 const WARM_UP_S: f64 = 0.25;
 /// How many rows a sampled validation compares.
 const SAMPLE_ROWS: usize = 48;
-/// Seconds of timed passes per kernel, about (but at least 3 passes): keeps slow kernels at
+/// Seconds of timed passes per kernel, about (and of end-to-end runs): keeps slow kernels at
 /// large sizes from taking minutes.
-const TIMING_BUDGET_S: f64 = 1.0;
+const TIMING_BUDGET_S: f64 = 0.5;
 /// Workgroups of each ceiling probe: 16 per multiprocessor on the H200 (132).
 const PROBE_WORKGROUPS: u32 = 2112;
 
@@ -316,20 +316,32 @@ fn operands(m: usize, k: usize, n: usize, t: Transpose, seed: u64) -> (Matrix, M
     (Matrix::random_uniform(sa.0, sa.1, -1.0, 1.0, seed), Matrix::random_uniform(sb.0, sb.1, -1.0, 1.0, seed + 1))
 }
 
-/// A product run once and checked, with its buffers, ready to be timed.
-struct Checked {
-    call: MatmulCall,
+/// One product's operands on the CPU and the GPU, its output buffer and its reference: made
+/// once and shared by every kernel that runs the product.
+struct Operands {
+    a: Matrix,
+    b: Matrix,
+    t: Transpose,
+    reference: Reference,
     ga: GpuMatrix,
     gb: GpuMatrix,
     out: GpuMatrix,
-    /// The largest error, or the checker's report.
-    result: Result<f64, String>,
 }
 
-/// `m x k x n` of a product, for messages.
-fn shape_text(a: &Matrix, b: &Matrix, t: Transpose) -> String {
-    let (m, k, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
-    format!("m={m} k={k} n={n}")
+impl Operands {
+    /// Random operands for `op(a) [m, k] * op(b) [k, n]`, uploaded, and their reference.
+    fn new(ctx: &GpuContext, (m, k, n): (usize, usize, usize), t: Transpose, seed: u64) -> Result<Self, common::GpuError> {
+        let (a, b) = operands(m, k, n, t, seed);
+        let reference = Reference::new(&a, &b, t);
+        let (ga, gb) = (GpuMatrix::upload(ctx, &a)?, GpuMatrix::upload(ctx, &b)?);
+        let out = GpuMatrix::zeros(ctx, m, n)?;
+        Ok(Self { a, b, t, reference, ga, gb, out })
+    }
+
+    /// `(m, k, n)`.
+    fn dims(&self) -> (usize, usize, usize) {
+        product_dims(self.t, self.a.shape(), self.b.shape()).expect("shapes made to fit")
+    }
 }
 
 struct Bench<'a> {
@@ -345,10 +357,10 @@ impl Bench<'_> {
     ///
     /// For kernel 08 (conversion passes, then the product) a second row times the product
     /// alone, on the f16 copies the checked run made.
-    fn gpu(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    fn gpu(&self, mm: &Matmul, ops: &Operands) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         let ctx = self.ctx;
-        let (m, _, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
-        let Checked { call, ga, gb, out, result } = self.run_checked(mm, a, b, t, reference)?;
+        let (m, k, n) = ops.dims();
+        let (call, result) = self.run_checked(mm, ops)?;
         let (used, tile) = call.kernel();
         let mut row = Row {
             label: format!("{:02} {}", mm.kernel().number(), mm.kernel().name()),
@@ -362,7 +374,7 @@ impl Bench<'_> {
             Ok(err) => row.note = format!("ok (max abs err {err:.1e})"),
             Err(report) => {
                 row.note = "FAILED: not timed".into();
-                eprintln!("kernel {} ({}) {}: {report}", mm.kernel(), formula(t), shape_text(a, b, t));
+                eprintln!("kernel {} ({}) m={m} k={k} n={n}: {report}", mm.kernel(), formula(ops.t));
                 return Ok(vec![row]);
             }
         }
@@ -383,52 +395,49 @@ impl Bench<'_> {
         };
 
         // End to end: new inputs go up, the product comes back; buffers and pipeline exist.
-        // At most about a second of it for slow kernels.
+        // Up to 5 runs, fewer where they take more than about TIMING_BUDGET_S in all.
         let mut e2e = Vec::new();
         let mut result = Matrix::zeros(m, n);
-        let e2e_reps = if kernel_s > 0.2 { 1 } else { self.reps.clamp(1, 5) };
-        for _ in 0..e2e_reps {
+        let started = Instant::now();
+        while e2e.len() < self.reps.clamp(1, 5) && (e2e.is_empty() || started.elapsed().as_secs_f64() < TIMING_BUDGET_S) {
             let start = Instant::now();
-            ctx.queue.write_buffer(&ga.buffer, 0, bytemuck::cast_slice(&a.data));
-            ctx.queue.write_buffer(&gb.buffer, 0, bytemuck::cast_slice(&b.data));
+            ctx.queue.write_buffer(&ops.ga.buffer, 0, bytemuck::cast_slice(&ops.a.data));
+            ctx.queue.write_buffer(&ops.gb.buffer, 0, bytemuck::cast_slice(&ops.b.data));
             submit(ctx, &call)?;
-            ctx.read_into(&out.buffer, &mut result.data)?;
+            ctx.read_into(&ops.out.buffer, &mut result.data)?;
             e2e.push(start.elapsed().as_secs_f64());
         }
         row.e2e_s = Some(median(&mut e2e));
         Ok([row].into_iter().chain(product_only).collect())
     }
 
-    /// Runs `mm` once on `a`, `b` into a poisoned output and checks the result against
-    /// `reference` with the tolerance of the kernel that ran.
-    fn run_checked(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Checked, Box<dyn std::error::Error>> {
+    /// Runs `mm` once on the operands into a poisoned output and checks the result against
+    /// the reference with the tolerance of the kernel that ran: the prepared call, and the
+    /// largest error or the checker's report.
+    fn run_checked(&self, mm: &Matmul, ops: &Operands) -> Result<(MatmulCall, Result<f64, String>), Box<dyn std::error::Error>> {
         let ctx = self.ctx;
-        let (m, k, n) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
-        let ga = GpuMatrix::upload(ctx, a)?;
-        let gb = GpuMatrix::upload(ctx, b)?;
-        let out = GpuMatrix::zeros(ctx, m, n)?;
-        let call = mm.prepare(ctx, &ga, &gb, &out, t)?;
-        ctx.poison(&out.buffer);
+        let call = mm.prepare(ctx, &ops.ga, &ops.gb, &ops.out, ops.t)?;
+        ctx.poison(&ops.out.buffer);
         submit(ctx, &call)?;
-        let got = out.download(ctx)?;
-        let (rel, abs) = call.kernel().0.tolerance(k);
-        let result = reference.check(&got, rel, abs);
-        Ok(Checked { call, ga, gb, out, result })
-    }
-
-    /// Only the check of [`Bench::run_checked`]: the largest error, or the checker's report.
-    fn check_only(&self, mm: &Matmul, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference) -> Result<Result<f64, String>, Box<dyn std::error::Error>> {
-        Ok(self.run_checked(mm, a, b, t, reference)?.result)
+        let got = ops.out.download(ctx)?;
+        let (rel, abs) = call.kernel().0.tolerance(ops.dims().1);
+        let result = ops.reference.check(&got, rel, abs);
+        Ok((call, result))
     }
 
     /// Kernel-only seconds per run of `record`. A GPU lowers its clocks when idle, so first
     /// warm up with back-to-back runs for at least `WARM_UP_S` (and `warmup` passes); then
     /// each of `reps` timed passes holds `batch` back-to-back runs (enough for about a
     /// millisecond) and counts as its timestamp difference / batch. The median is reported.
-    /// Slow kernels get fewer passes (at least 3), so that timing one takes about a second.
+    /// On a GPU, slow kernels get fewer passes, so that timing one takes about
+    /// `TIMING_BUDGET_S`; a kernel whose first timed run alone takes that long (after the
+    /// checked run just before it) is reported from that run.
     fn time_kernel(&self, record: impl Fn(&mut wgpu::ComputePass<'_>)) -> Result<f64, common::GpuError> {
         let ctx = self.ctx;
         let once = self.timer.time_pass(ctx, "first", &record)?;
+        if !ctx.is_software() && once >= TIMING_BUDGET_S {
+            return Ok(once);
+        }
         let batch = if ctx.is_software() { 1 } else { (1e-3 / once.max(1e-7)).ceil().clamp(1.0, 64.0) as usize };
         let warm_for = if ctx.is_software() { 0.0 } else { WARM_UP_S };
         let start = Instant::now();
@@ -437,7 +446,7 @@ impl Bench<'_> {
             self.timer.time_pass(ctx, "warm-up", |pass| (0..batch).for_each(|_| record(pass)))?;
             passes += 1;
         }
-        let reps = if ctx.is_software() { self.reps } else { self.reps.min((TIMING_BUDGET_S / (once * batch as f64)).ceil() as usize).max(3) };
+        let reps = if ctx.is_software() { self.reps } else { self.reps.min((TIMING_BUDGET_S / (once * batch as f64)).ceil() as usize).max(1) };
         let mut times = Vec::with_capacity(reps);
         for _ in 0..reps {
             times.push(self.timer.time_pass(ctx, "matmul", |pass| (0..batch).for_each(|_| record(pass)))? / batch as f64);
@@ -452,8 +461,9 @@ impl Bench<'_> {
     }
 
     /// Kernel 0: stage 02's best CPU matmul, checked against the same reference.
-    fn cpu(&self, a: &Matrix, b: &Matrix, t: Transpose, reference: &Reference, flop: f64) -> Result<Row, Box<dyn std::error::Error>> {
-        let (_, k, _) = product_dims(t, a.shape(), b.shape()).expect("shapes made to fit");
+    fn cpu(&self, ops: &Operands, flop: f64) -> Result<Row, Box<dyn std::error::Error>> {
+        let (a, b, t, reference) = (&ops.a, &ops.b, ops.t, &ops.reference);
+        let k = ops.dims().1;
         let reps = if flop > 2e10 { 1 } else { self.reps.clamp(1, 3) };
         let mut times = Vec::new();
         let mut got = Matrix::zeros(0, 0);
@@ -542,8 +552,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     want_cpu &= !args.no_cpu && !args.tune;
 
     println!(
-        "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all, at least 3) of back-to-back dispatches \
-         (~1 ms each on a GPU), after {} warm-up passes{}; end to end = wall-clock median of upload A, B + kernel + download C",
+        "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all; one where a single run takes that long) \
+         of back-to-back dispatches (~1 ms each on a GPU), after {} warm-up passes{}; end to end = wall-clock median of up to 5 runs \
+         (about {TIMING_BUDGET_S} s) of upload A, B + kernel + download C",
         GpuTimer::new(&ctx).source(),
         args.warmup,
         if software { String::new() } else { format!(" and at least {WARM_UP_S} s of warm-up") }
@@ -573,23 +584,24 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         usable.iter().map(|&k| Matmul::with_options(&ctx, k, k.tile_ladder(), args.checks)).collect::<Result<_, _>>()?;
     let transposes: &[Transpose] = if args.transposes { &TRANSPOSES } else { &[Transpose::None] };
     for &(m, k, n) in &sizes {
+        let size_started = Instant::now();
         for &t in transposes {
             let started = Instant::now();
             let flop = 2.0 * (m * k * n) as f64;
-            let (a, b) = operands(m, k, n, t, 42);
-            let reference = Reference::new(&a, &b, t);
+            let ops = Operands::new(&ctx, (m, k, n), t, 42)?;
             let yard = yard.with_cublas(cublas.as_ref(), (m, k, n), t);
-            println!("\n{} with m = {m}, k = {k}, n = {n} ({:.2} GFLOP); check: {}", formula(t), flop / 1e9, reference.describe());
+            println!("\n{} with m = {m}, k = {k}, n = {n} ({:.2} GFLOP); check: {}", formula(t), flop / 1e9, ops.reference.describe());
             let mut rows = Vec::new();
             if want_cpu {
-                rows.push(bench.cpu(&a, &b, t, &reference, flop)?);
+                rows.push(bench.cpu(&ops, flop)?);
             }
             for mm in &matmuls {
-                rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
+                rows.extend(bench.gpu(mm, &ops)?);
             }
             print_table(flop, &rows, &yard);
             println!("  ({:.1} s for this table)", started.elapsed().as_secs_f64());
         }
+        println!("(m = {m}, k = {k}, n = {n}: {:.1} s in all)", size_started.elapsed().as_secs_f64());
     }
     if !args.no_mnist {
         mnist_shapes(&bench, &matmuls)?;
@@ -639,15 +651,14 @@ fn checks_study(bench: &Bench, kernels: &[Kernel], (m, k, n): (usize, usize, usi
         return Ok(());
     }
     let flop = 2.0 * (m * k * n) as f64;
-    let (a, b) = operands(m, k, n, Transpose::None, 42);
-    let reference = Reference::new(&a, &b, Transpose::None);
-    println!("\nruntime checks: A * B with m = {m}, k = {k}, n = {n}, default tiles, each kernel compiled three ways; check: {}", reference.describe());
+    let ops = Operands::new(bench.ctx, (m, k, n), Transpose::None, 42)?;
+    println!("\nruntime checks: A * B with m = {m}, k = {k}, n = {n}, default tiles, each kernel compiled three ways; check: {}", ops.reference.describe());
     let quick = Bench { ctx: bench.ctx, timer: GpuTimer::new(bench.ctx), reps: bench.reps.min(5), warmup: 1 };
     let mut rows = Vec::new();
     for &kernel in kernels {
         for checks in [Checks::All, Checks::BoundsOnly, Checks::None] {
             let mm = Matmul::with_options(bench.ctx, kernel, vec![kernel.default_tile()], Some(checks))?;
-            for mut row in quick.gpu(&mm, &a, &b, Transpose::None, &reference)? {
+            for mut row in quick.gpu(&mm, &ops)? {
                 row.label = format!("{row_label} {checks}", row_label = row.label);
                 rows.push(row);
             }
@@ -670,12 +681,11 @@ fn mnist_shapes(bench: &Bench, matmuls: &[Matmul]) -> Result<(), Box<dyn std::er
     println!("\nthe shapes stage 04 runs (MNIST 784-128-10, batch 64); kernel time only matters here:");
     for (name, t, (m, k, n)) in shapes {
         let flop = 2.0 * (m * k * n) as f64;
-        let (a, b) = operands(m, k, n, t, 7);
-        let reference = Reference::new(&a, &b, t);
-        println!("\n{name}: {} with m = {m}, k = {k}, n = {n} ({:.1} MFLOP); check: {}", formula(t), flop / 1e6, reference.describe());
+        let ops = Operands::new(bench.ctx, (m, k, n), t, 7)?;
+        println!("\n{name}: {} with m = {m}, k = {k}, n = {n} ({:.1} MFLOP); check: {}", formula(t), flop / 1e6, ops.reference.describe());
         let mut rows = Vec::new();
         for mm in matmuls {
-            rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
+            rows.extend(bench.gpu(mm, &ops)?);
         }
         print_table(flop, &rows, &Yardsticks::default());
     }
@@ -701,15 +711,11 @@ fn tune(
     cublas: Option<&Cublas>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let ctx = bench.ctx;
-    let small: Vec<(Matrix, Matrix, Transpose, Reference)> = TUNE_CHECK_SHAPES
+    let small: Vec<Operands> = TUNE_CHECK_SHAPES
         .iter()
-        .flat_map(|&(m, k, n)| TRANSPOSES.map(move |t| (m, k, n, t)))
-        .map(|(m, k, n, t)| {
-            let (a, b) = operands(m, k, n, t, 99);
-            let reference = Reference::new(&a, &b, t);
-            (a, b, t, reference)
-        })
-        .collect();
+        .flat_map(|&shape| TRANSPOSES.map(move |t| (shape, t)))
+        .map(|(shape, t)| Operands::new(ctx, shape, t, 99))
+        .collect::<Result<_, _>>()?;
     // Candidates that compile and pass the small checks, per kernel.
     let mut candidates: Vec<(Kernel, Vec<Matmul>)> = Vec::new();
     for &kernel in kernels {
@@ -723,10 +729,10 @@ fn tune(
                 }
             };
             let mut failed = Vec::new();
-            for (a, b, t, reference) in &small {
-                let row = &bench.check_only(&mm, a, b, *t, reference)?;
-                if let Err(report) = row {
-                    failed.push(format!("{} {}x{} * {}x{}: {report}", formula(*t), a.rows, a.cols, b.rows, b.cols));
+            for ops in &small {
+                if let (_, Err(report)) = bench.run_checked(&mm, ops)? {
+                    let (m, k, n) = ops.dims();
+                    failed.push(format!("{} m={m} k={k} n={n}: {report}", formula(ops.t)));
                 }
             }
             if failed.is_empty() {
@@ -740,15 +746,14 @@ fn tune(
     for &(m, k, n) in sizes {
         for &t in transposes {
             let flop = 2.0 * (m * k * n) as f64;
-            let (a, b) = operands(m, k, n, t, 42);
-            let reference = Reference::new(&a, &b, t);
+            let ops = Operands::new(ctx, (m, k, n), t, 42)?;
             let yard = yard.with_cublas(cublas, (m, k, n), t);
-            println!("\ntune: {} with m = {m}, k = {k}, n = {n}; check: {}", formula(t), reference.describe());
+            println!("\ntune: {} with m = {m}, k = {k}, n = {n}; check: {}", formula(t), ops.reference.describe());
             for (kernel, mms) in &candidates {
                 let started = Instant::now();
                 let mut rows = Vec::new();
                 for mm in mms {
-                    rows.extend(bench.gpu(mm, &a, &b, t, &reference)?);
+                    rows.extend(bench.gpu(mm, &ops)?);
                 }
                 print_table(flop, &rows, &yard);
                 if let Some(best) = rows

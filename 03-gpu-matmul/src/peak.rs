@@ -35,10 +35,8 @@ impl PeakProbe {
         // The shader indexes invocations by gid.x alone.
         let workgroups = check_groups(ctx, workgroups)?;
         let src = specialize(include_str!("../shaders/peak_fma.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
-        // buf[0] * x + buf[1] keeps values bounded: y just below 1, z small.
-        let mut data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
-        data[..4].fill(0.999);
-        data[4..8].fill(0.001);
+        // x * y + z with every input 0.5 converges to 1: no overflow, no denormals.
+        let data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
         let buffer = ctx.storage_buffer("peak fma", &data)?;
         // SAFETY: the probe reads buf[0 .. 64] and writes buf[64 + id] for its own invocation
         // id, all inside `data`; it has no workgroup memory. (With naga's default checks its
