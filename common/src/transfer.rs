@@ -522,7 +522,7 @@ mod tests {
                 for w in ranges.windows(2) {
                     assert_eq!(w[0].end, w[1].start, "len {len}, {threads} threads: a gap or an overlap");
                 }
-                assert!(ranges.iter().all(|r| r.start as u64 % wgpu::MAP_ALIGNMENT == 0 && !r.is_empty()));
+                assert!(ranges.iter().all(|r| (r.start as u64).is_multiple_of(wgpu::MAP_ALIGNMENT) && !r.is_empty()));
             }
         }
         // Small chunks stay on one thread; big ones use them all.

@@ -54,7 +54,7 @@ struct Row {
 const MIB: u64 = 1 << 20;
 
 fn run(args: &Args) -> Result<(), AnyError> {
-    if args.kib.iter().any(|&k| k == 0) || args.threads.iter().any(|&t| t == 0) {
+    if args.kib.contains(&0) || args.threads.contains(&0) {
         return Err("--kib and --threads must be positive".into());
     }
     let ctx = GpuContext::new()?;
