@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Builds the bench executables and the crossover report, and copies them, stripped, with
-# stable names into one folder to carry to a machine without a Rust toolchain (the GPU
-# machine):
+# Builds the bench executable and the crossover report, and copies them, stripped, with stable
+# names into one folder to carry to a machine without a Rust toolchain (the GPU machine):
 #
 #   bash benches/bundle.sh [DIR]        # default DIR: target/bench-bundle
 #
-# DIR then holds `double`, `matmul`, `train_step` (criterion bench executables: run each with
-# `--bench`, plus any criterion option) and `crossover`. See benches/README.md, "On the H200
-# machine (no Rust toolchain there)", for how to run them there and bring the results back.
+# DIR then holds `gpu_vs_cpu` (the criterion bench executable: run it with `--bench`, plus any
+# criterion option or filter; it ends with the crossover report) and `crossover` (redraws the
+# report). See benches/README.md, "On the H200 machine (no Rust toolchain there)", for how to
+# run them there and bring the results back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/bench-bundle}"
 mkdir -p "$dir"
 
-# `cargo bench --no-run` prints "Executable benches/NAME.rs (target/release/deps/NAME-HASH)".
-cargo bench -p benches --no-run 2>&1 | tee /dev/stderr | sed -n 's/^ *Executable benches\/\([a-z_]*\)\.rs (\(.*\))$/\1 \2/p' >"$dir/.list"
+# `cargo bench --no-run` prints "Executable benches/gpu_vs_cpu/main.rs (target/release/deps/gpu_vs_cpu-HASH)".
+cargo bench -p benches --no-run 2>&1 | tee /dev/stderr | sed -n 's/^ *Executable benches\/\([a-z_]*\)\/main\.rs (\(.*\))$/\1 \2/p' >"$dir/.list"
 cargo build --release -p benches --bin crossover
 echo "crossover target/release/crossover" >>"$dir/.list"
 
@@ -25,8 +25,8 @@ while read -r name path; do
     count=$((count + 1))
 done <"$dir/.list"
 rm "$dir/.list"
-if [ "$count" -ne 4 ]; then
-    echo "bundle: expected 4 executables (double, matmul, train_step, crossover), got $count" >&2
+if [ "$count" -ne 2 ]; then
+    echo "bundle: expected 2 executables (gpu_vs_cpu, crossover), got $count" >&2
     exit 1
 fi
 ls -la "$dir"

@@ -4,6 +4,11 @@
 //! `cpu*` runs on the CPU; `gpu*_e2e` is the GPU end to end (upload + kernels + download);
 //! any other `gpu*` is the GPU's kernels alone, with the data already on the device.
 //!
+//! Adding a series needs no change here or in the report and plots: a bench that also
+//! measures, say, `gpu_best_pinned_e2e` gets a column in the tables, a dashed curve of its own
+//! in the plot, a verdict line of its own, and counts in the "with transfers" verdict, which
+//! takes the fastest function of each side at each size.
+//!
 //! At each size the GPU is compared with the best CPU function measured at that size. The
 //! GPU "wins from" the smallest measured size at which it is faster and stays faster at every
 //! larger measured size; between that size and the one before, the size where the speed ratio
@@ -27,6 +32,18 @@ pub enum Side {
 }
 
 impl Side {
+    /// The GPU sides, in report order.
+    pub const GPU: [Side; 2] = [Side::GpuKernel, Side::GpuE2e];
+
+    /// How the report names the side.
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::Cpu => "CPU",
+            Side::GpuKernel => "kernels only",
+            Side::GpuE2e => "with transfers",
+        }
+    }
+
     /// The side named by a function id, or `None` for names that follow no convention.
     pub fn of(function: &str) -> Option<Side> {
         if function.starts_with("cpu") {
@@ -263,10 +280,10 @@ impl Operation {
     pub fn crossovers(&self) -> Vec<(String, Crossover)> {
         let cpu = self.best_of(Side::Cpu);
         let mut out = Vec::new();
-        for (side, what) in [(Side::GpuKernel, "GPU, kernels only"), (Side::GpuE2e, "GPU, with transfers")] {
+        for side in Side::GPU {
             let names = self.names(side);
             if !names.is_empty() {
-                out.push((format!("{what} (best of {})", names.join(", ")), crossover(&cpu, &self.best_of(side))));
+                out.push((format!("GPU, {} (best of {})", side.label(), names.join(", ")), crossover(&cpu, &self.best_of(side))));
             }
         }
         for c in self.curves().iter().filter(|c| c.side != Side::Cpu) {
@@ -393,9 +410,10 @@ pub fn report(ops: &[Operation]) -> String {
                         .min_by(|a, b| a.1.total_cmp(&b.1))
                 };
                 let cpu = fastest(Side::Cpu);
-                let parts: Vec<String> = [(Side::GpuKernel, "kernels only"), (Side::GpuE2e, "with transfers")]
+                let parts: Vec<String> = Side::GPU
                     .iter()
-                    .filter_map(|&(side, what)| {
+                    .filter_map(|&side| {
+                        let what = side.label();
                         let (f, t) = fastest(side)?;
                         let (cf, ct) = cpu?;
                         let ratio = ct / t;

@@ -12,64 +12,99 @@
 //!   dispatch, and download (`read_into` waits for the GPU), repeated `iters` times.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use common::{GpuContext, GpuTimer, wgpu};
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, measurement::WallTime};
 
-/// Set to `1` to run the full sweep (sizes for a real GPU); unset runs the quick sweep that
-/// fits the 15-minute budget on a 2-core machine with a software adapter.
+use crate::results::Note;
+
+/// Set to `1` to run the full sweep (sizes for a real GPU); unset runs the quick sweep on a
+/// real GPU and the software sweep on a software adapter.
 pub const FULL_ENV: &str = "BENCH_FULL";
 
-/// The adapter note: the GPU adapter line (line 1) and the CPU line (line 2) of the last run,
-/// written at a bench's start into criterion's directory and into each of its groups' folders
-/// (`<criterion dir>/<group>/adapter.txt`). The crossover report titles its plots with it, and
-/// treats results older than their group's note as left over from an earlier run.
+/// The adapter note: the GPU adapter, the CPU, the sweep and when that setup was first run
+/// ([`crate::results::Note`]), kept in each group's folder (`<criterion dir>/<group>/adapter.txt`)
+/// and in criterion's own. The report titles its plots with it, and leaves out results older
+/// than their group's setup.
 pub const ADAPTER_NOTE: &str = "adapter.txt";
 
 /// How many sizes a bench runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sweep {
-    /// Criterion's test mode (`cargo test --benches`, or `-- --test`): each bench runs once,
-    /// so only the smallest sizes are set up.
+    /// Criterion's test mode (`cargo test`, or `-- --test`): each benchmark runs once, with its
+    /// correctness check, so only the smallest sizes are set up.
     Test,
-    /// The default: sizes and settings that keep `cargo bench` within 15 minutes on a
-    /// 2-core machine with the software adapter.
+    /// The default on a software adapter (llvmpipe): fewer and smaller sizes and shorter
+    /// measurements, so that `cargo bench` fits in 5 minutes on a 2-core machine. Its "GPU"
+    /// runs on the same cores as the CPU side, so only the shape of the curves matters there.
+    Software,
+    /// The default on a real GPU: sizes up to where the curves usually cross.
     Quick,
     /// `BENCH_FULL=1`: sizes up to where a real GPU has clearly overtaken the CPU.
     Full,
 }
 
 impl Sweep {
-    /// Reads the command line (criterion's `--bench` / `--test`) and `BENCH_FULL`.
-    pub fn from_env() -> Self {
+    /// Reads the command line (criterion's `--bench` / `--test`) and `BENCH_FULL`; `software`
+    /// is whether the adapter is a software one.
+    pub fn from_env(software: bool) -> Self {
         let args: Vec<String> = std::env::args().collect();
         let full = std::env::var(FULL_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
-        Self::from_parts(&args, full)
+        Self::from_parts(&args, full, software)
     }
 
-    /// Criterion's rule: without `--bench` (as under `cargo test --benches`), or with `--test`,
-    /// it runs each benchmark once as a test.
-    pub fn from_parts(args: &[String], full: bool) -> Self {
+    /// Criterion's rule: without `--bench` (as under `cargo test`), or with `--test`, it runs
+    /// each benchmark once as a test. Otherwise `BENCH_FULL` wins, then the adapter decides.
+    pub fn from_parts(args: &[String], full: bool, software: bool) -> Self {
         let bench = args.iter().any(|a| a == "--bench");
         let test = args.iter().any(|a| a == "--test");
         if test || !bench {
             Sweep::Test
         } else if full {
             Sweep::Full
+        } else if software {
+            Sweep::Software
         } else {
             Sweep::Quick
         }
     }
 
     /// Picks the size list for this sweep.
-    pub fn pick<T: Clone>(self, test: &[T], quick: &[T], full: &[T]) -> Vec<T> {
+    pub fn pick<T: Clone>(self, test: &[T], software: &[T], quick: &[T], full: &[T]) -> Vec<T> {
         match self {
             Sweep::Test => test.to_vec(),
+            Sweep::Software => software.to_vec(),
             Sweep::Quick => quick.to_vec(),
             Sweep::Full => full.to_vec(),
         }
     }
+
+    /// The name the adapter note and the banner use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sweep::Test => "test",
+            Sweep::Software => "software",
+            Sweep::Quick => "quick",
+            Sweep::Full => "full",
+        }
+    }
+
+    /// Criterion's warm-up and measurement time per benchmark.
+    fn times(self) -> (Duration, Duration) {
+        match self {
+            Sweep::Test | Sweep::Software => (Duration::from_millis(100), Duration::from_millis(300)),
+            Sweep::Quick => (Duration::from_millis(200), Duration::from_millis(600)),
+            Sweep::Full => (Duration::from_millis(250), Duration::from_millis(800)),
+        }
+    }
+}
+
+/// Whether criterion measures in this run (`--bench`, and not `--test`, `--list` or
+/// `--profile-time`): only then does it save results, and only then is the report updated.
+pub fn measures(args: &[String]) -> bool {
+    let has = |flag: &str| args.iter().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    has("--bench") && !has("--test") && !has("--list") && !has("--profile-time")
 }
 
 /// Criterion's output directory, found the way criterion 0.8 finds it: `$CRITERION_HOME`,
@@ -95,13 +130,11 @@ fn cargo_target_dir() -> Option<PathBuf> {
 /// Criterion configured for `sweep`, writing to `dir`, then overridden by the command line
 /// (so `-- --sample-size 20` or `--save-baseline h200` still work).
 ///
-/// Ten samples and short warm-up/measurement times: the point of these benches is curves over
-/// sizes, not 1% precision at one size, and the quick sweep must fit a 2-core machine.
+/// Ten samples and short warm-up/measurement times ([`Sweep`]'s): the point of these benches
+/// is curves over sizes, not 1% precision at one size, and the default sweep must fit a 2-core
+/// machine.
 pub fn criterion(sweep: Sweep, dir: &Path) -> Criterion {
-    let (warm_up, measure) = match sweep {
-        Sweep::Test | Sweep::Quick => (Duration::from_millis(200), Duration::from_millis(600)),
-        Sweep::Full => (Duration::from_millis(250), Duration::from_millis(800)),
-    };
+    let (warm_up, measure) = sweep.times();
     Criterion::default()
         .sample_size(10)
         .warm_up_time(warm_up)
@@ -143,50 +176,80 @@ pub fn cpu_line() -> String {
     format!("{model}, {threads} threads")
 }
 
-/// Everything a bench needs before its first benchmark: the GPU context (banner printed), the
-/// sweep, criterion, and the adapter note written for the crossover report.
+/// Everything the benches need: the GPU context (banner printed), the sweep, criterion, and
+/// what [`Bench::finish`] needs to update the crossover report afterwards.
 pub struct Bench {
     pub ctx: GpuContext,
     pub timer: GpuTimer,
     pub sweep: Sweep,
     pub criterion: Criterion,
+    /// Criterion's folder; the report goes to its `crossover/`.
+    pub dir: PathBuf,
+    /// When this run started: results written after it are this run's.
+    started: SystemTime,
+    /// Whether criterion measures in this run ([`measures`]).
+    measures: bool,
 }
 
 impl Bench {
     /// Creates the context and prints the adapter banner (with the software-adapter warning),
-    /// the sweep and the timing source; writes the adapter note for `groups` (the criterion
-    /// groups this bench runs). Exits with a message when there is no adapter: a CPU versus
-    /// GPU benchmark without a GPU has nothing to measure.
-    pub fn start(name: &str, groups: &[&str]) -> Bench {
+    /// the sweep and the timing source. Exits with a message when there is no adapter: a CPU
+    /// versus GPU benchmark without a GPU has nothing to measure.
+    pub fn start() -> Bench {
+        let started = SystemTime::now();
         register_fonts();
         let ctx = match GpuContext::new() {
             Ok(ctx) => ctx,
             Err(e) => {
-                eprintln!("bench {name}: {e}");
+                eprintln!("bench: {e}");
                 std::process::exit(2);
             }
         };
         ctx.print_banner();
-        let sweep = Sweep::from_env();
+        let sweep = Sweep::from_env(ctx.is_software());
         let timer = GpuTimer::new(&ctx);
         let dir = criterion_dir();
+        let args: Vec<String> = std::env::args().collect();
+        let (warm_up, measure) = sweep.times();
+        let why = match sweep {
+            Sweep::Test => "criterion's test mode: each benchmark once, on the smallest sizes, to check it",
+            Sweep::Software => "a SOFTWARE adapter, so fewer and smaller sizes (its timings are CPU timings)",
+            Sweep::Quick => "sizes up to where the curves usually cross",
+            Sweep::Full => "BENCH_FULL is set: every size",
+        };
+        eprintln!("bench: {} sweep ({why}); {FULL_ENV}=1 for the full one", sweep.name().to_uppercase());
         eprintln!(
-            "bench {name}: {sweep:?} sweep ({FULL_ENV}=1 for the full one); CPU: {}; kernel-only GPU times from {}; results in {}",
+            "bench: criterion warm-up {warm_up:?} and measurement {measure:?} per benchmark; CPU: {}; kernel-only GPU times from {}; results in {}",
             cpu_line(),
             timer.source(),
             dir.display()
         );
-        if sweep != Sweep::Test {
-            let note = format!("{}\n{}\n", ctx.adapter_line(), cpu_line());
-            for folder in std::iter::once(dir.clone()).chain(groups.iter().map(|g| dir.join(g))) {
-                let path = folder.join(ADAPTER_NOTE);
-                if let Err(e) = std::fs::create_dir_all(&folder).and_then(|_| std::fs::write(&path, &note)) {
-                    eprintln!("warning: could not write {}: {e}", path.display());
-                }
+        let criterion = criterion(sweep, &dir);
+        Bench { ctx, timer, sweep, criterion, dir, started, measures: measures(&args) }
+    }
+
+    /// Criterion's summary, then, when this run measured, the crossover report: the notes of
+    /// the groups this run measured are updated, the report (tables, `results.json`, plots)
+    /// is rewritten from every result in criterion's folder, and its summary is printed last.
+    /// Exits with an error when the report cannot be written.
+    pub fn finish(self) {
+        self.criterion.final_summary();
+        if !self.measures {
+            return;
+        }
+        let setup = Note {
+            adapter: Some(self.ctx.adapter_line()),
+            cpu: Some(cpu_line()),
+            sweep: Some(self.sweep.name().to_string()),
+            since: Some(self.started),
+        };
+        match crate::report::after_run(&self.dir, &setup) {
+            Ok(summary) => print!("{summary}"),
+            Err(e) => {
+                eprintln!("bench: the crossover report failed: {e}");
+                std::process::exit(1);
             }
         }
-        let criterion = criterion(sweep, &dir);
-        Bench { ctx, timer, sweep, criterion }
     }
 }
 
@@ -247,12 +310,26 @@ mod tests {
     }
 
     #[test]
-    fn sweep_follows_criterion_modes_and_the_env_flag() {
-        assert_eq!(Sweep::from_parts(&args(&["double", "--bench"]), false), Sweep::Quick);
-        assert_eq!(Sweep::from_parts(&args(&["double", "--bench"]), true), Sweep::Full);
-        // `cargo test --benches` passes no --bench: criterion's test mode.
-        assert_eq!(Sweep::from_parts(&args(&["double"]), true), Sweep::Test);
-        assert_eq!(Sweep::from_parts(&args(&["double", "--bench", "--test"]), false), Sweep::Test);
+    fn sweep_follows_criterion_modes_the_env_flag_and_the_adapter() {
+        let bench = args(&["gpu_vs_cpu", "--bench"]);
+        assert_eq!(Sweep::from_parts(&bench, false, false), Sweep::Quick);
+        assert_eq!(Sweep::from_parts(&bench, false, true), Sweep::Software);
+        assert_eq!(Sweep::from_parts(&bench, true, false), Sweep::Full);
+        assert_eq!(Sweep::from_parts(&bench, true, true), Sweep::Full, "BENCH_FULL=1 is obeyed even on a software adapter");
+        // `cargo test` passes no --bench: criterion's test mode.
+        assert_eq!(Sweep::from_parts(&args(&["gpu_vs_cpu"]), true, false), Sweep::Test);
+        assert_eq!(Sweep::from_parts(&args(&["gpu_vs_cpu", "--bench", "--test"]), false, true), Sweep::Test);
+    }
+
+    #[test]
+    fn the_report_follows_only_measuring_runs() {
+        assert!(measures(&args(&["gpu_vs_cpu", "--bench"])));
+        assert!(measures(&args(&["gpu_vs_cpu", "--bench", "matmul", "--noplot"])));
+        assert!(!measures(&args(&["gpu_vs_cpu"])), "cargo test: criterion's test mode saves nothing");
+        assert!(!measures(&args(&["gpu_vs_cpu", "--bench", "--test"])));
+        assert!(!measures(&args(&["gpu_vs_cpu", "--bench", "--list"])));
+        assert!(!measures(&args(&["gpu_vs_cpu", "--bench", "--profile-time=5"])));
+        assert!(!measures(&args(&["gpu_vs_cpu", "--bench", "--profile-time", "5"])));
     }
 
     #[test]

@@ -9,12 +9,12 @@
 //! `:` in them survive.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-/// One benchmark's result.
-#[derive(Debug, Clone, PartialEq)]
+/// One benchmark's result (also the rows of a saved report's `results.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     pub group: String,
     pub function: String,
@@ -28,7 +28,9 @@ pub struct Measurement {
     pub high: f64,
     /// The throughput declared for one iteration, if any.
     pub throughput: Option<Throughput>,
-    /// When criterion wrote the estimates (to tell this run's results from an earlier run's).
+    /// When criterion wrote the estimates (to tell this run's results from an earlier run's);
+    /// not saved in `results.json`.
+    #[serde(skip)]
     pub modified: Option<SystemTime>,
 }
 
@@ -45,7 +47,7 @@ impl Measurement {
 }
 
 /// The throughput criterion saved with a benchmark (its enum, as serde writes it).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Throughput {
     Bits(u64),
     Bytes(u64),
@@ -176,31 +178,84 @@ fn load_one(bench: &Path, estimates: &Path) -> Result<Option<Measurement>, Resul
     }))
 }
 
-/// The adapter note a bench leaves in a folder (see [`crate::harness::ADAPTER_NOTE`]).
+/// The adapter note a bench leaves in each group's folder (see [`crate::harness::ADAPTER_NOTE`]):
+///
+/// ```text
+/// NVIDIA H200 (Vulkan, DiscreteGpu, driver NVIDIA 580.159.04)
+/// Intel(R) Xeon(R) Processor, 16 threads
+/// sweep: full
+/// since: 1764460800.123456789
+/// ```
+///
+/// The adapter and the CPU title the report; `since` (seconds since 1970) is when the first
+/// run with this adapter, CPU and sweep started, so results older than it come from another
+/// setup and are left out. A note without a `since:` line dates from its file's modification
+/// time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Note {
     /// The GPU adapter line.
     pub adapter: Option<String>,
     /// The CPU line.
     pub cpu: Option<String>,
-    /// When the note was written: the start of the last run that wrote it.
-    pub written: Option<SystemTime>,
+    /// The sweep that measured the group (`quick`, `software`, `full`).
+    pub sweep: Option<String>,
+    /// The start of the first run with this setup.
+    pub since: Option<SystemTime>,
 }
 
 impl Note {
     /// Reads `<folder>/adapter.txt`; every field `None` when it is missing.
     pub fn read(folder: &Path) -> Note {
         let path = folder.join(crate::harness::ADAPTER_NOTE);
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from);
-        let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        Note { adapter: lines.next(), cpu: lines.next(), written }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Note::default();
+        };
+        let mut note = Note::default();
+        let mut free = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if let Some(v) = line.strip_prefix("sweep:") {
+                note.sweep = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("since:") {
+                note.since = v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(|s| UNIX_EPOCH + Duration::from_secs_f64(s));
+            } else {
+                free.push(line.to_string());
+            }
+        }
+        let mut free = free.into_iter();
+        note.adapter = free.next();
+        note.cpu = free.next();
+        if note.since.is_none() {
+            note.since = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        }
+        note
     }
 
-    /// Whether `m` was measured before this note was written, i.e. by an earlier run (maybe
-    /// on another adapter, or with sizes this run no longer has).
+    /// Writes `<folder>/adapter.txt` (creating the folder).
+    pub fn write(&self, folder: &Path) -> std::io::Result<()> {
+        let mut text = String::new();
+        for line in [&self.adapter, &self.cpu].into_iter().flatten() {
+            text.push_str(line);
+            text.push('\n');
+        }
+        if let Some(sweep) = &self.sweep {
+            text.push_str(&format!("sweep: {sweep}\n"));
+        }
+        if let Some(since) = self.since.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) {
+            text.push_str(&format!("since: {}.{:09}\n", since.as_secs(), since.subsec_nanos()));
+        }
+        std::fs::create_dir_all(folder)?;
+        std::fs::write(folder.join(crate::harness::ADAPTER_NOTE), text)
+    }
+
+    /// Whether both notes name the same adapter, CPU and sweep.
+    pub fn same_setup(&self, other: &Note) -> bool {
+        (&self.adapter, &self.cpu, &self.sweep) == (&other.adapter, &other.cpu, &other.sweep)
+    }
+
+    /// Whether `m` was measured before this note's setup began, i.e. by an earlier run on
+    /// another adapter or CPU, or with another sweep.
     pub fn predates(&self, m: &Measurement) -> bool {
-        matches!((m.modified, self.written), (Some(t), Some(w)) if t < w)
+        matches!((m.modified, self.since), (Some(t), Some(w)) if t < w)
     }
 }
 
@@ -315,6 +370,22 @@ mod tests {
         let all = load(&dir).unwrap();
         assert!(note.predates(&all[0]), "the 1024 result is from the earlier run");
         assert!(!note.predates(&all[1]));
+
+        // The full note round-trips, and its `since` line, not the file's time, dates it.
+        let full = Note {
+            adapter: Some("llvmpipe (Vulkan, Cpu)".into()),
+            cpu: Some("AMD EPYC, 2 threads".into()),
+            sweep: Some("software".into()),
+            since: Some(UNIX_EPOCH + Duration::new(1_000_000, 123_456_789)),
+        };
+        full.write(&dir.join("matmul")).unwrap();
+        let back = Note::read(&dir.join("matmul"));
+        assert_eq!(back.adapter, full.adapter);
+        assert_eq!((back.cpu.as_deref(), back.sweep.as_deref()), (Some("AMD EPYC, 2 threads"), Some("software")));
+        let (a, b) = (back.since.unwrap(), full.since.unwrap());
+        assert!(a.max(b).duration_since(a.min(b)).unwrap() < Duration::from_micros(1), "{a:?} vs {b:?}");
+        assert!(back.same_setup(&full) && !back.same_setup(&note));
+        assert!(!back.predates(&all[0]), "results written now are newer than a setup from 1970");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,41 +1,52 @@
-//! The crossover report: reads the results `cargo bench` left in criterion's folder and
-//! prints, per operation, from which size the GPU beats the best CPU function, with and
-//! without transfers; writes the same as Markdown plus one plot per operation (SVG and PNG).
+//! The crossover report, redrawn: `cargo bench` already ends with it; this program draws it
+//! again from criterion's folder (results copied back from another machine, or other options),
+//! or from a saved report folder's `results.json` (the copies under `benches/results/`).
 //!
 //! ```text
-//! cargo bench                                   # writes target/criterion/...
-//! cargo run --release -p benches --bin crossover
-//! crossover --criterion-dir /tmp/criterion --out /tmp/report   # results from another machine
+//! cargo run --release -p benches --bin crossover                                   # target/criterion -> target/criterion/crossover
+//! cargo run --release -p benches --bin crossover -- --saved benches/results/h200   # redraw a saved report in place
+//! crossover --criterion-dir /tmp/criterion --out /tmp/report                       # results from another machine
 //! ```
+//!
+//! From criterion's folder it writes `crossover.md`, `results.json` and one plot per sweep (PNG
+//! and SVG); from a saved folder it redraws the plots only (its `crossover.md` and
+//! `results.json` stay as the run wrote them). Either way it prints the tables and ends with the
+//! same summary as `cargo bench`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use benches::{crossover, harness, plot};
+use benches::report::{self, Saved};
+use benches::{crossover, harness};
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(about = "From which size does the GPU beat the CPU? Reads criterion's saved estimates.")]
+#[command(about = "From which size does the GPU beat the CPU? Reads criterion's saved estimates, or a saved report.")]
 struct Args {
     /// Criterion's output folder [default: $CRITERION_HOME, else the cargo target dir's
     /// `criterion`, else ./target/criterion]
-    #[arg(long)]
+    #[arg(long, conflicts_with = "saved")]
     criterion_dir: Option<PathBuf>,
-    /// Where to write crossover.md and the plots [default: <criterion dir>/crossover]
+    /// A saved report folder (holding results.json, as benches/results/h200 does): redraw its
+    /// plots from there instead of reading criterion's folder
+    #[arg(long)]
+    saved: Option<PathBuf>,
+    /// Where to write the report (the plots, with --saved) [default: <criterion dir>/crossover,
+    /// or the --saved folder]
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The GPU adapter for the titles [default: line 1 of <criterion dir>/<group>/adapter.txt]
+    /// The GPU adapter for the titles [default: the adapter note of each group]
     #[arg(long)]
     adapter: Option<String>,
-    /// The CPU for the titles [default: line 2 of that adapter.txt]
+    /// The CPU for the titles [default: the adapter note of each group]
     #[arg(long)]
     cpu: Option<String>,
-    /// Plot formats to write, comma-separated: svg, png
-    #[arg(long, value_delimiter = ',', default_value = "svg,png", value_parser = ["svg", "png"])]
+    /// Plot formats to write, comma-separated: png, svg
+    #[arg(long, value_delimiter = ',', default_value = "png,svg", value_parser = ["png", "svg"])]
     formats: Vec<String>,
-    /// Keep results older than their group's last run (by default they are left out, since
-    /// they may come from another adapter or another sweep)
-    #[arg(long)]
+    /// Keep results older than their group's adapter, CPU and sweep (by default they are left
+    /// out, since they come from another setup)
+    #[arg(long, conflicts_with = "saved")]
     keep_old: bool,
     /// Only these groups (comma-separated, e.g. double,matmul) [default: all]
     #[arg(long, value_delimiter = ',')]
@@ -54,26 +65,24 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let dir = args.criterion_dir.unwrap_or_else(harness::criterion_dir);
-    let (mut ops, stale) = crossover::from_dir(&dir, args.keep_old).map_err(|e| e.to_string())?;
-    if !stale.is_empty() {
-        let names: Vec<String> = stale.iter().take(6).map(|m| format!("{}/{}/{}", m.group, m.function, m.param)).collect();
-        eprintln!(
-            "crossover: left out {} result(s) older than their group's last run (e.g. {}); --keep-old includes them",
-            stale.len(),
-            names.join(", ")
-        );
-    }
+    let (mut ops, stale, from, default_out) = match &args.saved {
+        Some(dir) => (Saved::read(dir)?.operations(), Vec::new(), dir.clone(), dir.clone()),
+        None => {
+            let dir = args.criterion_dir.clone().unwrap_or_else(harness::criterion_dir);
+            let (ops, stale) = crossover::from_dir(&dir, args.keep_old).map_err(|e| e.to_string())?;
+            (ops, stale, dir.clone(), dir.join(report::REPORT_DIR))
+        }
+    };
     if !args.groups.is_empty() {
         let unknown: Vec<&String> = args.groups.iter().filter(|g| !ops.iter().any(|o| &&o.group == g)).collect();
         if !unknown.is_empty() {
             let have: Vec<&str> = ops.iter().map(|o| o.group.as_str()).collect();
-            return Err(format!("no results for group(s) {unknown:?} in {}; found {have:?}", dir.display()));
+            return Err(format!("no results for group(s) {unknown:?} in {}; found {have:?}", from.display()));
         }
         ops.retain(|o| args.groups.contains(&o.group));
     }
     if ops.is_empty() {
-        return Err(format!("no benchmark results under {}: run `cargo bench -p benches` first", dir.display()));
+        return Err(format!("no benchmark results in {}: run `cargo bench` first", from.display()));
     }
     for op in &mut ops {
         if let Some(a) = &args.adapter {
@@ -84,21 +93,13 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
 
-    let text = crossover::report(&ops);
-    print!("{text}");
-    let out = args.out.unwrap_or_else(|| dir.join("crossover"));
-    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    let md = out.join("crossover.md");
-    std::fs::write(&md, &text).map_err(|e| format!("writing {}: {e}", md.display()))?;
-    eprintln!("wrote {}", md.display());
-
-    harness::register_fonts();
-    for op in ops.iter().filter(|o| o.numeric) {
-        for format in &args.formats {
-            let path = out.join(format!("{}.{format}", op.group));
-            plot::plot(op, &path)?;
-            eprintln!("wrote {}", path.display());
-        }
-    }
+    print!("{}", crossover::report(&ops));
+    let out = args.out.unwrap_or(default_out);
+    let formats: Vec<&str> = args.formats.iter().map(String::as_str).collect();
+    let written = match &args.saved {
+        Some(dir) => report::Written { markdown: dir.join(report::MARKDOWN), plots: report::draw(&ops, &out, &formats)? },
+        None => report::write(&ops, &Saved::of(&ops), &out, &formats)?,
+    };
+    print!("{}", report::summary(&ops, &written, stale.len(), None));
     Ok(())
 }

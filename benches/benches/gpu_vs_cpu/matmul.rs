@@ -3,11 +3,13 @@
 //!
 //! Groups (throughput = 2 m k n FLOP per product, so criterion's "elem/s" reads as FLOP/s):
 //! - `matmul`, parameter n: square n x n times n x n, from 16 up to where the curves have
-//!   crossed (quick sweep: up to 1024; `BENCH_FULL=1`: up to 8192).
+//!   crossed (software sweep: up to 512; quick: up to 1024; `BENCH_FULL=1`: up to 8192).
 //! - `matmul_mnist`, parameter `m x k x n`: the products one training step of the MNIST
-//!   784-128-10 network does at batch 64 (and the first layer at batch 1024), with the
-//!   transposes backpropagation uses (`AtB`: `A^T * B`, a stored `[k, m]`; `ABt`: `A * B^T`,
-//!   b stored `[n, k]`).
+//!   784-128-10 network does at batch 64 (and the first layer at batch 1024, except in the
+//!   software sweep), with the transposes backpropagation uses (`AtB`: `A^T * B`, a stored
+//!   `[k, m]`; `ABt`: `A * B^T`, b stored `[n, k]`).
+//!
+//! Only these groups: `cargo bench -- matmul`.
 //!
 //! Functions:
 //! - `cpu_naive` (stage 02 variant 1), `cpu_best` (`CpuKernel::BEST`, all cores),
@@ -116,15 +118,16 @@ impl GpuSetup {
 /// The largest square n each function runs at, per sweep: the slow variants stop early so
 /// the quick sweep fits a 2-core machine and the full one a few minutes on a real GPU.
 fn max_square(function: &str, sweep: Sweep) -> usize {
-    let quick = sweep != Sweep::Full;
-    match function {
-        "cpu_naive" => 512,
-        "gpu_naive" if quick => 512,
-        "gpu_naive" => 4096,
-        "cpu_library" if !quick => 2048,
-        "cpu_best" if !quick => 4096,
-        _ if quick => 1024,
-        _ => 8192,
+    match (function, sweep) {
+        ("cpu_naive" | "gpu_naive", Sweep::Software) => 256,
+        ("cpu_naive", _) => 512,
+        ("gpu_naive", Sweep::Full) => 4096,
+        ("gpu_naive", _) => 512,
+        ("cpu_library", Sweep::Full) => 2048,
+        ("cpu_best", Sweep::Full) => 4096,
+        (_, Sweep::Full) => 8192,
+        (_, Sweep::Software) => 512,
+        _ => 1024,
     }
 }
 
@@ -216,11 +219,11 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Sha
     }
 }
 
-fn main() {
-    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("matmul", &["matmul", "matmul_mnist"]);
-    let mut gpus = vec![("gpu_naive", must(Matmul::new(&ctx, Kernel::Naive), "compiling the naive kernel"))];
+pub fn run(bench: &mut Bench) {
+    let (ctx, timer, sweep, criterion) = (&bench.ctx, &bench.timer, bench.sweep, &mut bench.criterion);
+    let mut gpus = vec![("gpu_naive", must(Matmul::new(ctx, Kernel::Naive), "compiling the naive kernel"))];
     if Kernel::BEST != Kernel::Naive {
-        gpus.push(("gpu_best", must(Matmul::new(&ctx, Kernel::BEST), "compiling the best kernel")));
+        gpus.push(("gpu_best", must(Matmul::new(ctx, Kernel::BEST), "compiling the best kernel")));
     }
     eprintln!(
         "matmul: gpu_best = kernel {} ({}){}; cpu_best = CPU variant {} ({}, {} threads); cpu_library = matrixmultiply",
@@ -231,7 +234,7 @@ fn main() {
         CpuKernel::BEST.name(),
         cpu_matrix::num_threads(),
     );
-    let env = Ctx { ctx: &ctx, timer: &timer, sweep, gpus: &gpus };
+    let env = Ctx { ctx, timer, sweep, gpus: &gpus };
 
     let squares: [(&str, usize); 10] = [
         ("16", 16),
@@ -245,8 +248,8 @@ fn main() {
         ("4096", 4096),
         ("8192", 8192),
     ];
-    let squares = sweep.pick(&squares[..1], &squares[..7], &squares);
-    let mut g = harness::group(&mut criterion, "matmul");
+    let squares = sweep.pick(&squares[..1], &squares[..6], &squares[..7], &squares);
+    let mut g = harness::group(criterion, "matmul");
     for (label, n) in squares {
         bench_problem(&mut g, &env, Shape { label, m: n, k: n, n, t: Transpose::None }, true);
     }
@@ -263,11 +266,10 @@ fn main() {
         shape("ABt_64x10x128", 64, 10, 128, Transpose::B),
         shape("1024x784x128", 1024, 784, 128, Transpose::None),
     ];
-    let shapes = sweep.pick(&all[2..4], &all, &all);
-    let mut g = harness::group(&mut criterion, "matmul_mnist");
+    let shapes = sweep.pick(&all[2..4], &all[..4], &all, &all);
+    let mut g = harness::group(criterion, "matmul_mnist");
     for s in shapes {
         bench_problem(&mut g, &env, s, false);
     }
     g.finish();
-    criterion.final_summary();
 }

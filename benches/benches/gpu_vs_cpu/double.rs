@@ -1,5 +1,6 @@
 //! Doubling an array (stage 01): the CPU loop, the GPU kernel alone, and the GPU with the
-//! upload and the download, over sizes 2^10 .. 2^26.
+//! upload and the download, over sizes 2^10 .. 2^26 (software sweep: every third power up to
+//! 2^22).
 //!
 //! Group `double`, parameter = elements, throughput = 8 bytes per element (one f32 read, one
 //! written), so criterion reports GB/s for all three; for `gpu_e2e` that figure is the
@@ -9,7 +10,7 @@
 //!   dispatches per compute pass, timed by GPU timestamps (harness::time_kernels).
 //! - `gpu_e2e`: `DoubleGpu::round_trip`: write the input, dispatch, copy back, wait (wall clock).
 //!
-//! `cargo bench --bench double` (quick sweep), `BENCH_FULL=1 cargo bench --bench double`.
+//! Only this group: `cargo bench -- double`.
 
 use benches::harness::{self, Bench, must, time_kernels, time_wall};
 use common::assert_same;
@@ -17,18 +18,19 @@ use criterion::{BenchmarkId, Throughput};
 use double::{BYTES_PER_ELEMENT, DoubleGpu, Path, double_cpu, double_cpu_into, sample_input};
 use std::hint::black_box;
 
-fn main() {
-    let Bench { ctx, timer, sweep, mut criterion } = Bench::start("double", &["double"]);
+pub fn run(bench: &mut Bench) {
+    let (ctx, timer, sweep, criterion) = (&bench.ctx, &bench.timer, bench.sweep, &mut bench.criterion);
     let full: Vec<usize> = (10..=26).map(|p| 1 << p).collect();
     let quick: Vec<usize> = (10..=24).step_by(2).map(|p| 1 << p).collect();
+    let software: Vec<usize> = (10..=22).step_by(3).map(|p| 1 << p).collect();
     let limit = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size) / 4;
     let (sizes, skipped): (Vec<usize>, Vec<usize>) =
-        sweep.pick(&[1 << 10], &quick, &full).into_iter().partition(|&n| n as u64 <= limit);
+        sweep.pick(&[1 << 10], &software, &quick, &full).into_iter().partition(|&n| n as u64 <= limit);
     if !skipped.is_empty() {
         eprintln!("double: skipping {skipped:?} elements: more than this device's {limit}-float storage binding");
     }
 
-    let mut g = harness::group(&mut criterion, "double");
+    let mut g = harness::group(criterion, "double");
     for n in sizes {
         g.throughput(Throughput::BytesDecimal(BYTES_PER_ELEMENT * n as u64));
         let input = sample_input(n, n as u64);
@@ -41,32 +43,31 @@ fn main() {
         // Built on first use (so a criterion filter that skips both builds nothing), shared by
         // the kernel-only and the end-to-end benchmark; each checks its first result.
         let mut gpu: Option<DoubleGpu> = None;
-        let make = || must(DoubleGpu::new(&ctx, n), "building DoubleGpu");
+        let make = || must(DoubleGpu::new(ctx, n), "building DoubleGpu");
         let mut checked = false;
         g.bench_with_input(BenchmarkId::new("gpu_kernel", n), &n, |b, _| {
             let d = gpu.get_or_insert_with(make);
             if !checked {
-                d.poison_output(&ctx);
-                must(d.upload(&ctx, Path::Simple, &input), "upload");
-                time_kernels(&ctx, &timer, 1, |pass| d.record(pass));
-                must(d.download(&ctx, Path::Simple, &mut out), "download");
+                d.poison_output(ctx);
+                must(d.upload(ctx, Path::Simple, &input), "upload");
+                time_kernels(ctx, timer, 1, |pass| d.record(pass));
+                must(d.download(ctx, Path::Simple, &mut out), "download");
                 assert_same(&out, &double_cpu(&input));
                 checked = true;
             }
-            b.iter_custom(|iters| time_kernels(&ctx, &timer, iters, |pass| d.record(pass)))
+            b.iter_custom(|iters| time_kernels(ctx, timer, iters, |pass| d.record(pass)))
         });
         let mut checked = false;
         g.bench_with_input(BenchmarkId::new("gpu_e2e", n), &n, |b, _| {
             let d = gpu.get_or_insert_with(make);
             if !checked {
-                d.poison_output(&ctx);
-                must(d.round_trip(&ctx, Path::Simple, &input, &mut out), "round trip");
+                d.poison_output(ctx);
+                must(d.round_trip(ctx, Path::Simple, &input, &mut out), "round trip");
                 assert_same(&out, &double_cpu(&input));
                 checked = true;
             }
-            b.iter_custom(|iters| time_wall(iters, || must(d.round_trip(&ctx, Path::Simple, black_box(&input), &mut out), "round trip")))
+            b.iter_custom(|iters| time_wall(iters, || must(d.round_trip(ctx, Path::Simple, black_box(&input), &mut out), "round trip")))
         });
     }
     g.finish();
-    criterion.final_summary();
 }
