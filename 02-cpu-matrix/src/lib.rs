@@ -17,7 +17,7 @@ mod ops;
 
 pub use matmul::{
     CpuKernel, Transpose, matmul, matmul_a_bt, matmul_a_bt_into, matmul_at_b, matmul_at_b_into,
-    matmul_f64_reference, matmul_into, matmul_into_with, matmul_t, matmul_t_into, matmul_with,
+    matmul_f64_reference, matmul_f64_reference_full, matmul_into, matmul_into_with, matmul_t, matmul_t_into, matmul_with,
     num_threads, set_num_threads,
 };
 pub use matrix::{Matrix, MatrixError};

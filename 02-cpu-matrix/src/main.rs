@@ -23,7 +23,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use clap::Parser;
-use cpu_matrix::{CpuKernel, Matrix, Transpose, matmul_f64_reference, matmul_t_into};
+use cpu_matrix::{CpuKernel, Matrix, Transpose, matmul_f64_reference_full, matmul_t_into};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "CPU matmul variants 0-4: validate, time, compare with matrixmultiply and the peak")]
@@ -179,35 +179,101 @@ fn main() -> ExitCode {
         library_child(&args);
         return ExitCode::SUCCESS;
     }
-    if let Some(&bad) = args.sizes.iter().find(|&&n| !(1..=MAX_SIZE).contains(&n)) {
-        eprintln!("error: --sizes: {bad} is outside 1..={MAX_SIZE} (three {MAX_SIZE}^2 matrices already take 3 GiB)");
-        return ExitCode::FAILURE;
-    }
-    let mut kernels = Vec::new();
-    for &v in &args.variants {
-        match CpuKernel::from_number(v) {
-            Some(k) => kernels.push(k),
-            None => {
-                eprintln!("error: --variants: there is no variant {v} (use 0 to 4)");
-                return ExitCode::FAILURE;
+    let kernels = match check_args(&args) {
+        Ok(kernels) => kernels,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let threads = Threads::set_up(&args);
+    let p = print_machine(&args, &threads);
+
+    let (pressure_start, wall_start) = (cpu_pressure_us(), Instant::now());
+    let lib1 = if kernels.contains(&CpuKernel::Library) {
+        library_single_threaded(&args).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; no single-threaded matrixmultiply column");
+            HashMap::new()
+        })
+    } else {
+        HashMap::new()
+    };
+
+    println!("| shape (m x k x n) | variant | threads | time | GFLOP/s | % of matrixmultiply | % of peak |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let mut failed = false;
+    let mut at_1024: HashMap<(CpuKernel, usize), f64> = HashMap::new();
+    for (i, s) in shapes(&args).iter().enumerate() {
+        let measured = measure_shape(&args, &kernels, &threads, s, i, lib1.get(&i).copied());
+        failed |= measured.failed;
+        print_rows(s, &measured, &p);
+        if s.t == Transpose::None && s.n == 1024 && s.m == 1024 {
+            for (kernel, kthreads, secs) in measured.timed() {
+                at_1024.insert((kernel, kthreads), secs);
             }
         }
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = args.threads.unwrap_or(cores).max(1);
-    cpu_matrix::set_num_threads(threads);
-    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
-        // SAFETY: nothing else runs yet (no thread has been started), so no one reads the
-        // environment concurrently. matrixmultiply reads this once, at its first call.
-        unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
+    print_summary(&at_1024, threads.ours);
+    print_pressure(pressure_start, wall_start);
+    if failed {
+        eprintln!("some variants gave wrong results (see above)");
+        return ExitCode::FAILURE;
     }
-    let lib_threads: usize = std::env::var("MATMUL_NUM_THREADS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .map_or(threads, |t: usize| t.clamp(1, 4));
+    ExitCode::SUCCESS
+}
 
-    // The machine and its peak.
-    let model = peak::cpuinfo("model name").unwrap_or_else(|| "unknown CPU".into());
+/// Checks `--sizes` and turns `--variants` into kernels.
+fn check_args(args: &Args) -> Result<Vec<CpuKernel>, String> {
+    if let Some(&bad) = args.sizes.iter().find(|&&n| !(1..=MAX_SIZE).contains(&n)) {
+        return Err(format!("--sizes: {bad} is outside 1..={MAX_SIZE} (three {MAX_SIZE}^2 matrices already take 3 GiB)"));
+    }
+    args.variants
+        .iter()
+        .map(|&v| CpuKernel::from_number(v).ok_or_else(|| format!("--variants: there is no variant {v} (use 0 to 4)")))
+        .collect()
+}
+
+/// How many threads each variant uses.
+struct Threads {
+    /// Cores the OS offers.
+    cores: usize,
+    /// Variant 4's threads (`--threads`, default all cores).
+    ours: usize,
+    /// matrixmultiply's threads (`MATMUL_NUM_THREADS`, which it caps at 4).
+    library: usize,
+}
+
+impl Threads {
+    /// Sets variant 4's thread count and `MATMUL_NUM_THREADS` (unless the caller set it).
+    fn set_up(args: &Args) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ours = args.threads.unwrap_or(cores).max(1);
+        cpu_matrix::set_num_threads(ours);
+        if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+            // SAFETY: nothing else runs yet (no thread has been started), so no one reads the
+            // environment concurrently. matrixmultiply reads this once, at its first call.
+            unsafe { std::env::set_var("MATMUL_NUM_THREADS", ours.to_string()) };
+        }
+        let library = std::env::var("MATMUL_NUM_THREADS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(ours, |t: usize| t.clamp(1, 4));
+        Self { cores, ours, library }
+    }
+
+    fn of(&self, kernel: CpuKernel) -> usize {
+        match kernel {
+            CpuKernel::Library => self.library,
+            CpuKernel::Parallel => self.ours,
+            _ => 1,
+        }
+    }
+}
+
+/// Prints the machine, its computed (and measured) peak and the thread counts; returns the peak.
+fn print_machine(args: &Args, threads: &Threads) -> peak::Peak {
+    let (cores, ours) = (threads.cores, threads.ours);
+    let model = common::cpu_model().unwrap_or_else(|| "unknown CPU".into());
     let p = peak::detect(args.ghz, args.flops_per_cycle);
     println!("CPU: {model}, {cores} cores available; widest f32 SIMD: {} ({} lanes)", p.isa, p.lanes);
     println!(
@@ -220,116 +286,105 @@ fn main() -> ExitCode {
         p.gflops(1)
     );
     println!("peak for {cores} cores = {:.1} GFLOP/s", p.gflops(cores));
-    if let Some(g) = (threads > 1).then(|| peak::measure_fma(threads)).flatten() {
+    if let Some(g) = (ours > 1).then(|| peak::measure_fma(ours)).flatten() {
         println!(
-            "measured: the FMA-only loop on {threads} threads runs {g:.1} GFLOP/s = {:.0}% of the computed {threads}-core peak{}",
-            100.0 * g / p.gflops(threads),
-            if g < 0.9 * p.gflops(threads) { " (other processes are using the cores: threaded numbers below suffer too)" } else { "" }
+            "measured: the FMA-only loop on {ours} threads runs {g:.1} GFLOP/s = {:.0}% of the computed {ours}-core peak{}",
+            100.0 * g / p.gflops(ours),
+            if g < 0.9 * p.gflops(ours) { " (other processes are using the cores: threaded numbers below suffer too)" } else { "" }
         );
     }
     println!(
-        "variant 4 uses up to {threads} thread(s); matrixmultiply uses {lib_threads} (MATMUL_NUM_THREADS) and 1 in a child process"
+        "variant 4 uses up to {ours} thread(s); matrixmultiply uses {} (MATMUL_NUM_THREADS) and 1 in a child process",
+        threads.library
     );
     println!("times are medians of >= {} runs after one validated run; % of peak is for the cores used\n", args.min_reps);
+    p
+}
 
-    let all = shapes(&args);
-    let (pressure_start, wall_start) = (cpu_pressure_us(), Instant::now());
-    let lib1 = if kernels.contains(&CpuKernel::Library) {
-        match library_single_threaded(&args) {
-            Ok(map) => map,
-            Err(e) => {
-                eprintln!("warning: {e}; no single-threaded matrixmultiply column");
-                HashMap::new()
-            }
-        }
-    } else {
-        HashMap::new()
-    };
+/// One shape's results: a row per variant (and thread count), in table order.
+struct Measured {
+    /// `(variant, label, threads, seconds)`; no seconds for a skipped variant.
+    rows: Vec<(CpuKernel, String, usize, Option<f64>)>,
+    /// matrixmultiply's seconds by thread count, the "% of matrixmultiply" column's reference.
+    library: HashMap<usize, f64>,
+    /// Some variant gave a wrong result (it is reported and not timed).
+    failed: bool,
+}
 
-    println!("| shape (m x k x n) | variant | threads | time | GFLOP/s | % of matrixmultiply | % of peak |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    let mut failed = false;
-    let mut at_1024: HashMap<(CpuKernel, usize), f64> = HashMap::new();
-    for (i, s) in all.iter().enumerate() {
-        let (a, b) = s.operands(i as u64);
-        // The f64 reference up to 1024^3 multiply-adds; beyond, the library's own result (the
-        // library is checked against f64 at every smaller size).
-        let reference = if (s.m * s.k * s.n) <= 1 << 30 {
-            let a_ref = if s.t == Transpose::A { a.transpose() } else { a.clone() };
-            let b_ref = if s.t == Transpose::B { b.transpose() } else { b.clone() };
-            Some(matmul_f64_reference(&a_ref, &b_ref).expect("shapes fit"))
-        } else {
-            None
-        };
-        let mut lib_secs: HashMap<usize, f64> = HashMap::new();
-        let mut lib_out: Option<Matrix> = None;
-        let mut rows: Vec<(String, usize, Option<f64>)> = Vec::new();
-        // Library first: it is the reference for the % column (and for validation at 2048).
-        let mut order = kernels.clone();
-        order.sort_by_key(|k| k.number());
-        for kernel in order {
-            let kthreads = match kernel {
-                CpuKernel::Library => lib_threads,
-                CpuKernel::Parallel => threads,
-                _ => 1,
-            };
-            let label = format!("{} {}", kernel.number(), kernel.name());
-            if kernel == CpuKernel::Naive && s.m.max(s.n).max(s.k) > args.naive_max {
-                rows.push((format!("{label} (skipped: > --naive-max {})", args.naive_max), 1, None));
-                continue;
-            }
-            let mut out = Matrix::new(s.m, s.n, vec![f32::NAN; s.m * s.n]).expect("shape");
-            matmul_t_into(kernel, s.t, &a, &b, &mut out).expect("shapes fit");
-            let expected = reference.as_ref().or(lib_out.as_ref());
-            if let Some(expected) = expected {
-                let (rel, abs) = tolerance(s.k);
-                if let Err(e) = common::check_close(&out.data, &expected.data, rel, abs) {
-                    println!("| {} | {label} | {kthreads} | WRONG RESULT, not timed | | | |", s.name());
-                    eprintln!("variant {} at {}: {e}", kernel.number(), s.name());
-                    failed = true;
-                    continue;
-                }
-            }
-            let secs = time(kernel, s, &a, &b, &mut out, &args);
-            if kernel == CpuKernel::Library {
-                lib_secs.insert(lib_threads, secs);
-                if let Some(&t1) = lib1.get(&i) {
-                    lib_secs.insert(1, t1);
-                }
-                lib_out = Some(out);
-            }
-            if s.t == Transpose::None && s.n == 1024 && s.m == 1024 {
-                at_1024.insert((kernel, kthreads), secs);
-            }
-            rows.push((label, kthreads, Some(secs)));
-        }
-        // matrixmultiply single-threaded, from the child.
-        if let Some(&t1) = lib1.get(&i) {
-            if lib_threads != 1 {
-                let pos = rows.iter().position(|r| r.0.starts_with("0 ")).map_or(0, |p| p + 1);
-                rows.insert(pos, (format!("0 {}", CpuKernel::Library.name()), 1, Some(t1)));
-            }
-            if s.m == 1024 && s.n == 1024 && s.t == Transpose::None {
-                at_1024.insert((CpuKernel::Library, 1), t1);
-            }
-        }
-        for (label, kthreads, secs) in rows {
-            let Some(secs) = secs else {
-                println!("| {} | {label} | {kthreads} | | | | |", s.name());
-                continue;
-            };
-            let gflops = s.flops() / secs / 1e9;
-            let of_lib = lib_secs.get(&kthreads).map_or("-".into(), |&l| format!("{:.0}%", 100.0 * l / secs));
-            let of_peak = 100.0 * gflops / p.gflops(kthreads);
-            println!(
-                "| {} | {label} | {kthreads} | {} | {gflops:.1} | {of_lib} | {of_peak:.0}% |",
-                s.name(),
-                fmt_time(secs)
-            );
-        }
+impl Measured {
+    fn timed(&self) -> impl Iterator<Item = (CpuKernel, usize, f64)> + '_ {
+        self.rows.iter().filter_map(|(k, _, t, secs)| secs.map(|s| (*k, *t, s)))
     }
+}
 
-    // The stage's targets at n = 1024, where all the numbers exist.
+/// Validates, then times, every variant on shape `s` (the `i`-th; `lib1` is the single-threaded
+/// child's time for it).
+fn measure_shape(args: &Args, kernels: &[CpuKernel], threads: &Threads, s: &Shape, i: usize, lib1: Option<f64>) -> Measured {
+    let (a, b) = s.operands(i as u64);
+    // The f64 reference up to 1024^3 multiply-adds; beyond, the library's own result (the
+    // library is checked against f64 at every smaller size).
+    let reference =
+        ((s.m * s.k * s.n) <= 1 << 30).then(|| matmul_f64_reference_full(&a, &b, s.t).expect("shapes fit"));
+    let mut measured = Measured { rows: Vec::new(), library: HashMap::new(), failed: false };
+    let mut lib_out: Option<Matrix> = None;
+    // Library first: it is the reference for the % column (and for validation at 2048).
+    let mut order = kernels.to_vec();
+    order.sort_by_key(|k| k.number());
+    for kernel in order {
+        let kthreads = threads.of(kernel);
+        let label = format!("{} {}", kernel.number(), kernel.name());
+        if kernel == CpuKernel::Naive && s.m.max(s.n).max(s.k) > args.naive_max {
+            measured.rows.push((kernel, format!("{label} (skipped: > --naive-max {})", args.naive_max), 1, None));
+            continue;
+        }
+        let mut out = Matrix::new(s.m, s.n, vec![f32::NAN; s.m * s.n]).expect("shape");
+        matmul_t_into(kernel, s.t, &a, &b, &mut out).expect("shapes fit");
+        if let Some(expected) = reference.as_ref().or(lib_out.as_ref()) {
+            let (rel, abs) = tolerance(s.k);
+            if let Err(e) = common::check_close(&out.data, &expected.data, rel, abs) {
+                println!("| {} | {label} | {kthreads} | WRONG RESULT, not timed | | | |", s.name());
+                eprintln!("variant {} at {}: {e}", kernel.number(), s.name());
+                measured.failed = true;
+                continue;
+            }
+        }
+        let secs = time(kernel, s, &a, &b, &mut out, args);
+        if kernel == CpuKernel::Library {
+            measured.library.insert(threads.library, secs);
+            if let Some(t1) = lib1 {
+                measured.library.insert(1, t1);
+            }
+            lib_out = Some(out);
+        }
+        measured.rows.push((kernel, label, kthreads, Some(secs)));
+    }
+    // matrixmultiply single-threaded, from the child, right after the library's own row.
+    if let Some(t1) = lib1
+        && threads.library != 1
+    {
+        let pos = measured.rows.iter().position(|r| r.0 == CpuKernel::Library).map_or(0, |p| p + 1);
+        let label = format!("0 {}", CpuKernel::Library.name());
+        measured.rows.insert(pos, (CpuKernel::Library, label, 1, Some(t1)));
+    }
+    measured
+}
+
+/// The table rows of one shape.
+fn print_rows(s: &Shape, measured: &Measured, p: &peak::Peak) {
+    for (_, label, kthreads, secs) in &measured.rows {
+        let Some(secs) = *secs else {
+            println!("| {} | {label} | {kthreads} | | | | |", s.name());
+            continue;
+        };
+        let gflops = s.flops() / secs / 1e9;
+        let of_lib = measured.library.get(kthreads).map_or("-".into(), |&l| format!("{:.0}%", 100.0 * l / secs));
+        let of_peak = 100.0 * gflops / p.gflops(*kthreads);
+        println!("| {} | {label} | {kthreads} | {} | {gflops:.1} | {of_lib} | {of_peak:.0}% |", s.name(), common::fmt_time(secs));
+    }
+}
+
+/// The stage's goals at n = 1024, where all the numbers exist.
+fn print_summary(at_1024: &HashMap<(CpuKernel, usize), f64>, threads: usize) {
     let get = |k: CpuKernel, t: usize| at_1024.get(&(k, t)).copied();
     println!();
     if let (Some(v3), Some(l1)) = (get(CpuKernel::Blocked, 1), get(CpuKernel::Library, 1)) {
@@ -347,7 +402,11 @@ fn main() -> ExitCode {
             println!("n=1024: the best variant is {:.0}x faster than naive (target >= 20x)", naive / best);
         }
     }
-    if let (Some(p0), Some(p1)) = (pressure_start, cpu_pressure_us()) {
+}
+
+/// How much of the run other processes competed for the cores (Linux PSI), if known.
+fn print_pressure(start: Option<u64>, wall_start: Instant) {
+    if let (Some(p0), Some(p1)) = (start, cpu_pressure_us()) {
         let waited = (p1 - p0) as f64 / 1e6 / wall_start.elapsed().as_secs_f64();
         println!(
             "CPU pressure: some task waited for a core during {:.0}% of this run (Linux PSI){}",
@@ -355,11 +414,6 @@ fn main() -> ExitCode {
             if waited > 0.05 { ": other processes competed for the cores, so the numbers are noisy" } else { "" }
         );
     }
-    if failed {
-        eprintln!("some variants gave wrong results (see above)");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
 }
 
 /// Microseconds during which at least one runnable task waited for a CPU (Linux pressure stall
@@ -368,16 +422,6 @@ fn cpu_pressure_us() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
     let some = text.lines().find(|l| l.starts_with("some"))?;
     some.split_whitespace().find_map(|f| f.strip_prefix("total=")?.parse().ok())
-}
-
-fn fmt_time(secs: f64) -> String {
-    if secs >= 1.0 {
-        format!("{secs:.2} s")
-    } else if secs >= 1e-3 {
-        format!("{:.2} ms", secs * 1e3)
-    } else {
-        format!("{:.1} us", secs * 1e6)
-    }
 }
 
 #[cfg(test)]

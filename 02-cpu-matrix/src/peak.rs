@@ -14,6 +14,8 @@
 
 use std::time::Instant;
 
+use common::cpuinfo;
+
 /// The formula's inputs, with where each came from.
 pub struct Peak {
     pub lanes: usize,
@@ -34,15 +36,6 @@ impl Peak {
     pub fn gflops(&self, cores: usize) -> f64 {
         cores as f64 * self.flops_per_cycle() * self.ghz
     }
-}
-
-/// Reads a field of the first processor in `/proc/cpuinfo` (Linux), e.g. "cpu MHz".
-pub fn cpuinfo(field: &str) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        (key.trim() == field).then(|| value.trim().to_string())
-    })
 }
 
 /// The formula's inputs for this machine; `ghz` / `flops_per_cycle` override the guesses.

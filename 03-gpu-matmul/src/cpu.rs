@@ -4,7 +4,7 @@
 
 use cpu_matrix::{Matrix, MatrixError};
 
-use crate::{Transpose, formula, product_dims};
+use crate::Transpose;
 
 /// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul (transposes read in
 /// place). Shapes as in [`crate::Matmul::prepare`].
@@ -12,36 +12,10 @@ pub fn matmul_cpu(a: &Matrix, b: &Matrix, t: Transpose) -> Result<Matrix, Matrix
     cpu_matrix::matmul_t(cpu_matrix::CpuKernel::BEST, t, a, b)
 }
 
-/// Rows `rows` of `op(a) * op(b)`, accumulated in f64: `[rows.len(), n]`, row-major.
-/// Errors if the shapes do not fit or a row is out of range.
-pub fn reference_rows(a: &Matrix, b: &Matrix, t: Transpose, rows: &[usize]) -> Result<Vec<f32>, MatrixError> {
-    let (m, k, n) =
-        product_dims(t, a.shape(), b.shape()).ok_or(MatrixError::Shape { op: formula(t), left: a.shape(), right: b.shape() })?;
-    if let Some(&bad) = rows.iter().find(|&&r| r >= m) {
-        return Err(MatrixError::Shape { op: "reference_rows: row out of range", left: (bad, 0), right: (m, n) });
-    }
-    let a_at = |i: usize, p: usize| if t == Transpose::A { a.data[p * a.cols + i] } else { a.data[i * a.cols + p] };
-    let mut out = Vec::with_capacity(rows.len() * n);
-    let mut acc = vec![0f64; n];
-    for &i in rows {
-        acc.iter_mut().for_each(|v| *v = 0.0);
-        for p in 0..k {
-            let x = a_at(i, p) as f64;
-            if t == Transpose::B {
-                for (j, v) in acc.iter_mut().enumerate() {
-                    *v += x * b.data[j * b.cols + p] as f64;
-                }
-            } else {
-                let row = &b.data[p * n..(p + 1) * n];
-                for (v, &y) in acc.iter_mut().zip(row) {
-                    *v += x * y as f64;
-                }
-            }
-        }
-        out.extend(acc.iter().map(|&v| v as f32));
-    }
-    Ok(out)
-}
+/// Rows `rows` of `op(a) * op(b)`, accumulated in f64: `[rows.len(), n]`, row-major. Stage
+/// 02's reference ([`cpu_matrix::matmul_f64_reference`]), under the name this crate's runner,
+/// tests and benches use. Errors if the shapes do not fit or a row is out of range.
+pub use cpu_matrix::matmul_f64_reference as reference_rows;
 
 #[cfg(test)]
 mod tests {

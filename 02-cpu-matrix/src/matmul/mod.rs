@@ -33,7 +33,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use reference::matmul_f64_reference;
+pub use reference::{matmul_f64_reference, matmul_f64_reference_full};
 
 /// A read-only strided view of a matrix: element `(i, j)` is `data[i * rs + j * cs]`.
 /// A row-major `[rows, cols]` matrix has `rs = cols, cs = 1`; its transpose is the same data

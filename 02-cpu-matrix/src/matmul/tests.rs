@@ -41,7 +41,7 @@ fn tolerance(k: usize) -> (f64, f64) {
 fn case(t: Transpose, (m, k, n): (usize, usize, usize), seed: u64) -> (Matrix, Matrix, Matrix) {
     let a = Matrix::random_uniform(m, k, -1.0, 1.0, seed);
     let b = Matrix::random_uniform(k, n, -1.0, 1.0, seed + 1);
-    let expected = matmul_f64_reference(&a, &b).unwrap();
+    let expected = matmul_f64_reference_full(&a, &b, Transpose::None).unwrap();
     match t {
         Transpose::None => (a, b, expected),
         Transpose::A => (a.transpose(), b, expected),
@@ -140,7 +140,26 @@ fn shape_mismatches_are_errors_naming_both_shapes() {
     let err = matmul_into(&a, &Matrix::zeros(3, 4), &mut wrong).unwrap_err();
     assert_eq!(err.to_string(), "matmul (a: [m, k], b: [k, n]): the output must be 2x4, got 3x3");
     assert_eq!(wrong, Matrix::zeros(3, 3), "a failed call leaves the output alone");
-    assert!(matmul_f64_reference(&a, &b).is_err());
+    assert!(matmul_f64_reference(&a, &b, Transpose::None, &[0]).is_err());
+    assert!(matmul_f64_reference(&a, &Matrix::zeros(3, 1), Transpose::None, &[2]).is_err(), "row 2 of a 2-row product");
+}
+
+#[test]
+fn the_reference_reads_transposes_in_place_and_any_rows() {
+    let a = Matrix::random_uniform(5, 3, -1.0, 1.0, 1);
+    let b = Matrix::random_uniform(3, 4, -1.0, 1.0, 2);
+    let ab = matmul_f64_reference_full(&a, &b, Transpose::None).unwrap();
+    for t in [Transpose::None, Transpose::A, Transpose::B] {
+        let (aa, bb) = match t {
+            Transpose::None => (a.clone(), b.clone()),
+            Transpose::A => (a.transpose(), b.clone()),
+            Transpose::B => (a.clone(), b.transpose()),
+        };
+        assert_eq!(matmul_f64_reference_full(&aa, &bb, t).unwrap(), ab, "{t:?}");
+        let rows = matmul_f64_reference(&aa, &bb, t, &[4, 0, 2]).unwrap();
+        let expect: Vec<f32> = [4, 0, 2].iter().flat_map(|&r| ab.data[r * 4..r * 4 + 4].to_vec()).collect();
+        assert_eq!(rows, expect, "{t:?}");
+    }
 }
 
 #[test]
