@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use common::{GpuContext, GpuError, TransferConfig, median};
+use common::{GpuContext, GpuError, TransferConfig, fmt_time, median};
 use double::{
     BYTES_PER_ELEMENT, DoubleGpu, Path, WORKGROUP_SIZE, double_cpu, double_cpu_into, double_walkthrough, sample_input,
 };
@@ -317,13 +317,13 @@ fn print_crossover(rows: &[Row]) {
         println!(
             "{:>5} | {:>9} {:>7.2} | {:>9} {:>7.1} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
             format!("2^{}", r.pow),
-            time(r.cpu),
+            fmt_time(r.cpu),
             gbs(r.cpu),
-            time(r.kernel),
+            fmt_time(r.kernel),
             gbs(r.kernel),
-            time(r.round_trip[0]),
-            time(r.round_trip[1]),
-            time(r.round_trip[2]),
+            fmt_time(r.round_trip[0]),
+            fmt_time(r.round_trip[1]),
+            fmt_time(r.round_trip[2]),
             winner(r.cpu, r.kernel),
             winner(r.cpu, r.round_trip[0]),
             winner(r.cpu, r.round_trip[1]),
@@ -366,18 +366,6 @@ fn summarise(rows: &[Row]) {
 /// "GPU 3.1x" when the GPU time is shorter than the CPU time, else "CPU 2.0x".
 fn winner(cpu: f64, gpu: f64) -> String {
     if gpu < cpu { format!("GPU {:.1}x", cpu / gpu) } else { format!("CPU {:.1}x", gpu / cpu) }
-}
-
-fn time(seconds: f64) -> String {
-    if seconds < 1e-6 {
-        format!("{:.0} ns", seconds * 1e9)
-    } else if seconds < 1e-3 {
-        format!("{:.1} µs", seconds * 1e6)
-    } else if seconds < 1.0 {
-        format!("{:.2} ms", seconds * 1e3)
-    } else {
-        format!("{seconds:.2} s")
-    }
 }
 
 fn bytes(b: u64) -> String {

@@ -587,12 +587,7 @@ pub fn matmul(
     t: Transpose,
 ) -> Result<(), MatmulError> {
     let call = mm.prepare(ctx, a, b, out, t)?;
-    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("matmul") });
-    {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("matmul"), timestamp_writes: None });
-        call.record(&mut pass);
-    }
-    ctx.scoped(|| ctx.queue.submit([encoder.finish()]))?;
+    ctx.scoped(|| ctx.submit_pass("matmul", |pass| call.record(pass)))?;
     ctx.wait()?;
     Ok(())
 }

@@ -493,12 +493,7 @@ impl Bench<'_> {
 }
 
 fn submit(ctx: &GpuContext, call: &MatmulCall) -> Result<(), common::GpuError> {
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        call.record(&mut pass);
-    }
-    ctx.queue.submit([encoder.finish()]);
+    ctx.submit_pass("matmul", |pass| call.record(pass));
     ctx.wait()
 }
 

@@ -85,13 +85,7 @@ fn check(mm: &Matmul, m: usize, k: usize, n: usize, t: Transpose, seed: u64) -> 
 }
 
 fn run(call: &MatmulCall) {
-    let ctx = test_context();
-    let mut enc = ctx.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = enc.begin_compute_pass(&Default::default());
-        call.record(&mut pass);
-    }
-    ctx.queue.submit([enc.finish()]);
+    test_context().submit_pass("matmul", |pass| call.record(pass));
 }
 
 /// Awkward shapes `(m, k, n)`: 1 x 1, 17 x 63 x 65, 129 x 257 x 3, and more; nothing divides a tile.
@@ -152,12 +146,7 @@ fn product_alone_repeats_the_product() {
         assert_eq!(call.dispatches(), if kernel.converts_to_f16() { 3 } else { 1 });
         run(&call);
         ctx.poison(&out.buffer);
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            call.record_product(&mut pass);
-        }
-        ctx.queue.submit([enc.finish()]);
+        ctx.submit_pass("product only", |pass| call.record_product(pass));
         let (rel, abs) = kernel.tolerance(72);
         common::assert_close(&out.download(ctx).unwrap().data, &case.expected, rel, abs);
     }

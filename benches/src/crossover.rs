@@ -183,19 +183,9 @@ pub fn fmt_size(s: f64) -> String {
     }
 }
 
-/// Formats seconds with a unit that keeps three significant digits.
-pub fn fmt_time(s: f64) -> String {
-    let (v, unit) = if s < 1e-6 {
-        (s * 1e9, "ns")
-    } else if s < 1e-3 {
-        (s * 1e6, "µs")
-    } else if s < 1.0 {
-        (s * 1e3, "ms")
-    } else {
-        (s, "s")
-    };
-    if v >= 100.0 { format!("{v:.0} {unit}") } else if v >= 10.0 { format!("{v:.1} {unit}") } else { format!("{v:.2} {unit}") }
-}
+/// Formats seconds with a unit that keeps three significant digits (`common`'s, shared with the
+/// runners).
+pub use common::fmt_time;
 
 /// A speed ratio with at least two significant digits: `5.00x`, `0.031x`.
 pub fn fmt_ratio(r: f64) -> String {
@@ -564,10 +554,6 @@ mod tests {
         assert_eq!(fmt_size(1024.0), "1024");
         assert_eq!(fmt_size(65536.0), "2^16");
         assert_eq!(fmt_size(100000.0), "100000");
-        assert_eq!(fmt_time(1.5e-9), "1.50 ns");
-        assert_eq!(fmt_time(2.5e-5), "25.0 µs");
-        assert_eq!(fmt_time(0.125), "125 ms");
-        assert_eq!(fmt_time(3.0), "3.00 s");
         assert_eq!(fmt_ratio(5.0), "5.00x");
         assert_eq!(fmt_ratio(0.0312), "0.031x");
         assert_eq!(fmt_ratio(0.00012), "0.00012x");

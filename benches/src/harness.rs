@@ -154,24 +154,12 @@ pub fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTim
 }
 
 /// Registers the embedded DejaVu Sans as plotters' "sans-serif" (criterion's HTML charts and the
-/// crossover plots use it): plotters draws text with `ab_glyph` from registered fonts, so no
-/// system font is needed. Safe to call more than once.
-pub fn register_fonts() {
-    use plotters::style::{FontStyle, register_font};
-    for (style, bytes) in [(FontStyle::Normal, dejavu::sans::regular()), (FontStyle::Bold, dejavu::sans::bold())] {
-        // The font is compiled in and known to parse; a failure would only lose text in plots.
-        if register_font("sans-serif", style, bytes).is_err() {
-            eprintln!("warning: could not register the embedded DejaVu font; plots will lack text");
-        }
-    }
-}
+/// crossover plots use it), so no system font is needed: `common`'s, shared with stage 05.
+pub use common::register_fonts;
 
 /// The one-line description of this machine's CPU: model name and hardware threads.
 pub fn cpu_line() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let model = common::cpu_model().unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     format!("{model}, {threads} threads")
 }

@@ -105,12 +105,7 @@ impl GpuSetup {
     fn round_trip(&mut self, ctx: &GpuContext, p: &Problem) {
         must(self.a.write(ctx, &p.a), "writing A");
         must(self.b.write(ctx, &p.b), "writing B");
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            self.call.record(&mut pass);
-        }
-        ctx.queue.submit([encoder.finish()]);
+        ctx.submit_pass("matmul", |pass| self.call.record(pass));
         must(ctx.read_into(&self.c.buffer, &mut self.host_c), "reading C");
     }
 }

@@ -41,12 +41,7 @@ fn checked_trainers(
     let gpu = must(GpuTrainer::with_options(ctx, kernels, spec, optimizer, batch, SEED, Fusion::Fused), "GPU trainer");
     must(cpu.train_step(x, labels), "CPU step");
     must(gpu.write_batch(ctx, x, labels), "uploading the batch");
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        gpu.record_step(&mut pass);
-    }
-    ctx.queue.submit([encoder.finish()]);
+    ctx.submit_pass("train step", |pass| gpu.record_step(pass));
     must(gpu.take_metrics(ctx), "GPU metrics");
     must(cpu.take_metrics(), "CPU metrics");
     for (i, (gp, cp)) in must(gpu.parameters(ctx), "GPU parameters").iter().zip(cpu.parameters()).enumerate() {
@@ -97,12 +92,7 @@ pub fn run(bench: &mut Bench) {
             b.iter_custom(|iters| {
                 time_wall(iters, || {
                     must(gpu.write_batch(ctx, &x, &labels), "uploading the batch");
-                    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        gpu.record_step(&mut pass);
-                    }
-                    ctx.queue.submit([encoder.finish()]);
+                    ctx.submit_pass("train step", |pass| gpu.record_step(pass));
                     must(gpu.take_metrics(ctx), "GPU metrics");
                 })
             })
