@@ -412,6 +412,25 @@ mod tests {
     }
 
     #[test]
+    fn the_docs_quote_these_tape_lengths() {
+        let spec = NetworkSpec::new(784, &[128], 10).unwrap();
+        let composed = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Composed).unwrap().train.len();
+        let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused).unwrap().train.len();
+        let readme = include_str!("../README.md");
+        for claim in [
+            format!("{composed} dispatches per step down to {fused}"),
+            format!("One training step of 784-128-10 is {composed} ops"),
+            format!("the same math in {fused} ops"),
+        ] {
+            assert!(readme.contains(&claim), "README.md should say {claim:?}");
+        }
+        let docs = include_str!("network.rs");
+        for claim in [format!("{composed} ops per training step"), format!("{fused} ops per step")] {
+            assert!(docs.contains(&claim), "network.rs's docs should say {claim:?}");
+        }
+    }
+
+    #[test]
     fn deeper_and_shallower_networks() {
         let deep = NetworkSpec::new(5, &[7, 6], 3).unwrap();
         let net = Network::new(&deep, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();
