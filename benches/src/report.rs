@@ -233,7 +233,13 @@ pub fn after_run(dir: &Path, setup: &Note) -> Result<String, String> {
     let (ops, stale) = crossover::from_dir(dir, false).map_err(|e| e.to_string())?;
     let written = write(&ops, &Saved::of(&ops), &dir.join(REPORT_DIR), &FORMATS)?;
     let html = dir.join("report").join("index.html");
-    Ok(summary(&ops, &written, stale.len(), html.is_file().then_some(html.as_path())))
+    let measured = all.iter().filter(|m| m.modified.is_some_and(|t| t >= started)).count();
+    let seconds = started.elapsed().map_or(0.0, |d| d.as_secs_f64());
+    let sweep = setup.sweep.as_deref().unwrap_or("unknown");
+    Ok(format!(
+        "{}this run: {measured} benchmark(s), {sweep} sweep, {seconds:.0} s from start to report\n",
+        summary(&ops, &written, stale.len(), html.is_file().then_some(html.as_path()))
+    ))
 }
 
 #[cfg(test)]
@@ -309,6 +315,7 @@ mod tests {
             assert!(summary.contains(needle), "{needle:?} missing from\n{summary}");
         }
         assert!(!summary.contains("SOFTWARE"), "{summary}");
+        assert!(summary.contains(&format!("this run: {} benchmark(s), quick sweep", full_run().len())), "{summary}");
         assert!(summary.contains(&out.join("matmul.png").display().to_string()), "{summary}");
 
         // `cargo bench -- matmul`, same setup: new numbers for n = 16 and 32 only (as a finer
