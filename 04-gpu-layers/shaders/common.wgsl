@@ -17,7 +17,18 @@ struct Batch {
     _pad1: u32,
 }
 
-// Activations are ACT_NONE (the output layer), ACT_RELU or ACT_TANH (Activation::code in Rust).
+// Activations are ACT_NONE (the output layer), ACT_RELU, ACT_TANH, ACT_SIGMOID or ACT_GELU
+// (Activation::code in Rust, written into the prelude by src/wgsl.rs).
+
+// GELU's tanh form: 0.5 z (1 + tanh(K0 (z + K1 z^3))), K0 = sqrt(2 / pi) (WGSL has no erf).
+const GELU_K0: f32 = 0.7978846;
+const GELU_K1: f32 = 0.044715;
+
+// tanh(15) rounds to 1.0 in f32 anyway; answering +-1 there keeps drivers that compute tanh as
+// (e^2z - 1) / (e^2z + 1) away from inf / inf = NaN.
+fn guarded_tanh(z: f32) -> f32 {
+    return select(tanh(z), sign(z), abs(z) > 15.0);
+}
 
 // Both activations let NaN through (max(NaN, 0) may return 0 on some GPUs and would hide a
 // broken input), so a NaN anywhere reaches the loss, where take_metrics reports it.
@@ -26,21 +37,54 @@ fn activate(z: f32, act: u32) -> f32 {
         return select(z, 0.0, z < 0.0);
     }
     if act == ACT_TANH {
-        // tanh(15) rounds to 1.0 in f32 anyway; answering +-1 there keeps drivers that compute
-        // tanh as (e^2z - 1) / (e^2z + 1) away from inf / inf = NaN.
-        return select(tanh(z), sign(z), abs(z) > 15.0);
+        return guarded_tanh(z);
+    }
+    if act == ACT_SIGMOID {
+        return 1.0 / (1.0 + exp(-z));
+    }
+    if act == ACT_GELU {
+        return 0.5 * z * (1.0 + guarded_tanh(GELU_K0 * (z + GELU_K1 * z * z * z)));
     }
     return z;
 }
 
 // The derivative written with the activation's OUTPUT y, so the backward pass needs no copy of
-// the pre-activation: relu' = [y > 0], tanh' = 1 - y^2.
+// the pre-activation: relu' = [y > 0], tanh' = 1 - y^2, sigmoid' = y (1 - y). GELU has no such
+// form (it is not monotonic); the Rust side never asks for it (it uses the input form below).
 fn activate_grad(y: f32, act: u32) -> f32 {
     if act == ACT_RELU {
         return select(0.0, 1.0, y > 0.0);
     }
     if act == ACT_TANH {
         return 1.0 - y * y;
+    }
+    if act == ACT_SIGMOID {
+        return y * (1.0 - y);
+    }
+    return 1.0;
+}
+
+// The derivative written with the activation's INPUT z, for the out-of-place kernels
+// (activation_copy_*.wgsl), which keep z: GELU needs it.
+fn activate_grad_from_input(z: f32, act: u32) -> f32 {
+    if act == ACT_RELU {
+        return select(0.0, 1.0, z > 0.0);
+    }
+    if act == ACT_TANH {
+        let t = guarded_tanh(z);
+        return 1.0 - t * t;
+    }
+    if act == ACT_SIGMOID {
+        let s = 1.0 / (1.0 + exp(-z));
+        return s * (1.0 - s);
+    }
+    if act == ACT_GELU {
+        // 0.5 (1 + tanh u) + 0.5 z (1 - tanh^2 u) u'(z); past |u| = 15 the second term is 0
+        // (and z^2 could overflow), so it is left out there.
+        let u = GELU_K0 * (z + GELU_K1 * z * z * z);
+        let t = guarded_tanh(u);
+        let tail = select(0.0, 0.5 * z * (1.0 - t * t) * GELU_K0 * (1.0 + 3.0 * GELU_K1 * z * z), abs(u) <= 15.0);
+        return 0.5 * (1.0 + t) + tail;
     }
     return 1.0;
 }

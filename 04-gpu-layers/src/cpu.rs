@@ -13,7 +13,7 @@ use crate::tape::{Mode, Transpose};
 use crate::{Activation, LayersError, Optimizer};
 
 /// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`, NaN
-/// passing through both activations.
+/// passing through every activation.
 pub fn activate_value(z: f32, act: Option<Activation>) -> f32 {
     match act {
         None => z,
@@ -24,17 +24,25 @@ pub fn activate_value(z: f32, act: Option<Activation>) -> f32 {
                 z
             }
         }
-        Some(Activation::Tanh) => {
-            if z.abs() > 15.0 {
-                z.signum()
-            } else {
-                z.tanh()
-            }
-        }
+        Some(Activation::Tanh) => guarded_tanh(z),
+        Some(Activation::Sigmoid) => 1.0 / (1.0 + (-z).exp()),
+        Some(Activation::Gelu) => 0.5 * z * (1.0 + guarded_tanh(GELU_K0 * (z + GELU_K1 * z * z * z))),
     }
 }
 
-/// `act'` written with the activation's output `y`: `relu' = [y > 0]`, `tanh' = 1 - y^2`.
+/// `tanh(15)` rounds to 1.0 in f32; answering +-1 past 15 keeps GPU drivers that compute tanh as
+/// `(e^2z - 1) / (e^2z + 1)` away from `inf / inf`. The kernels do the same.
+fn guarded_tanh(z: f32) -> f32 {
+    if z.abs() > 15.0 { z.signum() } else { z.tanh() }
+}
+
+/// GELU's constants (tanh form): `sqrt(2 / pi)` and the cubic coefficient.
+const GELU_K0: f32 = 0.797_884_6;
+const GELU_K1: f32 = 0.044_715;
+
+/// `act'` written with the activation's output `y`: `relu' = [y > 0]`, `tanh' = 1 - y^2`,
+/// `sigmoid' = y (1 - y)`. GELU has no such form (the networks never ask; this returns NaN so a
+/// mistake shows): use [`activate_grad_from_input`].
 pub fn activate_grad(y: f32, act: Option<Activation>) -> f32 {
     match act {
         None => 1.0,
@@ -46,6 +54,38 @@ pub fn activate_grad(y: f32, act: Option<Activation>) -> f32 {
             }
         }
         Some(Activation::Tanh) => 1.0 - y * y,
+        Some(Activation::Sigmoid) => y * (1.0 - y),
+        Some(Activation::Gelu) => f32::NAN,
+    }
+}
+
+/// `act'(z)` written with the activation's input `z` (`activate_grad_from_input` in
+/// `shaders/common.wgsl`).
+pub fn activate_grad_from_input(z: f32, act: Activation) -> f32 {
+    match act {
+        Activation::Relu => {
+            if z > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        Activation::Tanh => {
+            let t = guarded_tanh(z);
+            1.0 - t * t
+        }
+        Activation::Sigmoid => {
+            let s = 1.0 / (1.0 + (-z).exp());
+            s * (1.0 - s)
+        }
+        Activation::Gelu => {
+            // d/dz 0.5 z (1 + tanh u) = 0.5 (1 + tanh u) + 0.5 z (1 - tanh^2 u) u'(z); past
+            // |u| = 15 the second term is 0 (and z^2 could overflow), so it is skipped there.
+            let u = GELU_K0 * (z + GELU_K1 * z * z * z);
+            let t = guarded_tanh(u);
+            let tail = if u.abs() <= 15.0 { 0.5 * z * (1.0 - t * t) * GELU_K0 * (1.0 + 3.0 * GELU_K1 * z * z) } else { 0.0 };
+            0.5 * (1.0 + t) + tail
+        }
     }
 }
 
@@ -276,6 +316,103 @@ pub fn output_layer(
     Ok(stats)
 }
 
+/// `activation_copy_forward.wgsl`: `y = act(x)` into a separate tensor (the out-of-place form,
+/// so the backward pass can read `x`); x, y: `[rows, cols]`.
+pub fn activation_copy_forward(x: &[f32], y: &mut [f32], act: Activation) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = activate_value(v, Some(act));
+    }
+}
+
+/// `activation_copy_backward.wgsl`: `dy *= act'(x)` in place, with the activation's input x;
+/// dy, x: `[rows, cols]`.
+pub fn activation_copy_backward(dy: &mut [f32], x: &[f32], act: Activation) {
+    for (d, &v) in dy.iter_mut().zip(x) {
+        *d *= activate_grad_from_input(v, act);
+    }
+}
+
+/// One round of the PCG hash (Jarzynski and Olano, "Hash Functions for GPU Rendering", 2020):
+/// a permutation of u32 with good avalanche, in wrapping u32 arithmetic that WGSL has too.
+pub fn pcg_hash(v: u32) -> u32 {
+    let state = v.wrapping_mul(747_796_405).wrapping_add(2_891_336_453);
+    let word = ((state >> ((state >> 28) + 4)) ^ state).wrapping_mul(277_803_737);
+    (word >> 22) ^ word
+}
+
+/// The dropout generator, counter-based: a hash of (layer seed, training step, element index)
+/// instead of a state that advances, so the GPU's thousands of invocations and the CPU's loop
+/// draw the SAME number for the same element with no coordination. `dropout_forward.wgsl` has
+/// the same function.
+pub fn dropout_hash(seed: u32, step: u32, index: u32) -> u32 {
+    pcg_hash(index.wrapping_add(pcg_hash(step.wrapping_add(pcg_hash(seed)))))
+}
+
+/// Dropout's integer threshold: a unit is dropped when its hash is below `p * 2^32`, so the two
+/// devices compare the same integers (no float rounding in the decision).
+pub fn dropout_threshold(p: f32) -> u32 {
+    ((p as f64 * 4_294_967_296.0).floor() as u64).min(u32::MAX as u64) as u32
+}
+
+/// `dropout_forward.wgsl`: inverted dropout of the live rows. For element `i` of x `[rows,
+/// cols]` (row-major index): `mask[i] = scale` when `dropout_hash(seed, step, i) >= threshold`
+/// (kept, `scale = 1 / (1 - p)`), else 0; `y[i] = x[i] * mask[i]`. `step` is the training step
+/// count (the counters' step slot), so every step draws a new mask.
+pub fn dropout_forward(x: &[f32], y: &mut [f32], mask: &mut [f32], seed: u32, step: u32, threshold: u32, scale: f32) {
+    for (i, ((o, m), &v)) in y.iter_mut().zip(mask.iter_mut()).zip(x).enumerate() {
+        *m = if dropout_hash(seed, step, i as u32) >= threshold { scale } else { 0.0 };
+        *o = v * *m;
+    }
+}
+
+/// `dropout_backward.wgsl`: `dy *= mask` in place, the mask the forward pass drew.
+pub fn dropout_backward(dy: &mut [f32], mask: &[f32]) {
+    for (d, &m) in dy.iter_mut().zip(mask) {
+        *d *= m;
+    }
+}
+
+/// `mse.wgsl`: mean squared error against one-hot labels. y: `[rows, classes]`, labels:
+/// `[rows]` -> out: `[rows, classes]`, which receives `dL/dy = 2 (y - onehot) * inv_rows /
+/// classes` in [`Mode::Train`] (the gradient of the mean over rows and classes), else y itself.
+/// Each row adds `sum_c (y_c - onehot_c)^2 / classes` to the loss (in fixed point, like the
+/// kernel), and counts as correct when its first largest output is the label.
+pub fn mse(y: &[f32], classes: usize, labels: &[u32], mode: Mode, inv_rows: f32, out: &mut [f32]) -> LossStats {
+    let mut stats = LossStats::default();
+    let inv_classes = 1.0 / classes as f32;
+    for (r, (z, o)) in y.chunks_exact(classes).zip(out.chunks_exact_mut(classes)).enumerate() {
+        let label = if mode == Mode::Predict { 0 } else { labels[r] as usize };
+        let label_ok = label < classes;
+        let mut arg = 0;
+        let mut sum = 0.0f32;
+        for (c, (oc, &v)) in o.iter_mut().zip(z).enumerate() {
+            if v > z[arg] {
+                arg = c;
+            }
+            let diff = v - if c == label { 1.0 } else { 0.0 };
+            sum += diff * diff;
+            *oc = match mode {
+                Mode::Train if !label_ok => 0.0,
+                Mode::Train => 2.0 * diff * inv_rows * inv_classes,
+                Mode::Eval | Mode::Predict => v,
+            };
+        }
+        if mode != Mode::Predict {
+            stats.rows += 1;
+            if label_ok {
+                match loss_to_fixed(sum * inv_classes) {
+                    Some(fixed) => stats.loss_fixed += fixed,
+                    None => stats.non_finite += 1,
+                }
+                stats.correct += (arg == label) as u32;
+            } else {
+                stats.bad_labels += 1;
+            }
+        }
+    }
+    stats
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +474,47 @@ mod tests {
         let mut st = [0.0f32; 4];
         adam(&mut p, &[0.3, -7.0], &mut st, 1, 0.01, 0.9, 0.999, 1e-8);
         assert!((p[0] - 0.99).abs() < 1e-5 && (p[1] + 1.99).abs() < 1e-5, "{p:?}");
+    }
+
+    #[test]
+    fn new_activations_by_hand() {
+        assert!((activate_value(0.0, Some(Activation::Sigmoid)) - 0.5).abs() < 1e-7);
+        assert_eq!(activate_value(-200.0, Some(Activation::Sigmoid)), 0.0);
+        assert!((activate_value(1.0, Some(Activation::Gelu)) - 0.841_192).abs() < 1e-5);
+        assert_eq!(activate_value(-30.0, Some(Activation::Gelu)), 0.0);
+        assert!((activate_grad_from_input(0.0, Activation::Gelu) - 0.5).abs() < 1e-7);
+        assert_eq!(activate_grad_from_input(1e30, Activation::Gelu), 1.0);
+        assert!(activate_grad(0.3, Some(Activation::Gelu)).is_nan(), "GELU's derivative needs the input");
+        for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
+            let z = 0.7f32;
+            let y = activate_value(z, Some(act));
+            assert!((activate_grad(y, Some(act)) - activate_grad_from_input(z, act)).abs() < 1e-6, "{act:?}");
+        }
+    }
+
+    #[test]
+    fn dropout_keeps_about_one_minus_p_and_scales() {
+        let x = vec![1.0f32; 10_000];
+        let (mut y, mut mask) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let p = 0.3;
+        dropout_forward(&x, &mut y, &mut mask, 7, 0, dropout_threshold(p), 1.0 / (1.0 - p));
+        let kept = mask.iter().filter(|&&m| m > 0.0).count();
+        assert!((6_800..7_200).contains(&kept), "{kept} of 10000 kept at p = 0.3");
+        assert!((y.iter().sum::<f32>() / 10_000.0 - 1.0).abs() < 0.03, "inverted dropout keeps the mean");
+        let mut again = vec![0.0; x.len()];
+        dropout_forward(&x, &mut y, &mut again, 7, 1, dropout_threshold(p), 1.0 / (1.0 - p));
+        assert_ne!(mask, again, "each step draws a new mask");
+        assert_eq!(dropout_threshold(0.0), 0);
+        assert_eq!(dropout_threshold(0.5), 1 << 31);
+    }
+
+    #[test]
+    fn mse_by_hand() {
+        // One row, outputs (0.5, 0.25), label 0: loss = ((0.5 - 1)^2 + 0.25^2) / 2 = 0.15625.
+        let mut out = [0.0; 2];
+        let s = mse(&[0.5, 0.25], 2, &[0], Mode::Train, 1.0, &mut out);
+        assert_eq!(s.loss_fixed, loss_to_fixed(0.15625).unwrap());
+        assert_eq!(out, [-0.5, 0.25]);
+        assert_eq!((s.rows, s.correct), (1, 1));
     }
 }

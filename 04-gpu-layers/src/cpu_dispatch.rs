@@ -15,11 +15,26 @@
 //! | `OutputLayer` | `output_layer` | h, params, labels | out, dh, counters |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h | dx |
 //! | `LinearUpdate` | `linear_grads`, then `update`, per layer | x, dy, counters (step) | grads, params, state |
+//! | `ActivateCopy` | `activation_copy_forward` | x | y |
+//! | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | dy |
+//! | `Dropout` | `dropout_forward` | x, counters (step) | y, mask |
+//! | `DropoutBackward` | `dropout_backward` | dy, mask | dy |
+//! | `MeanSquaredError` | `mse` | y, labels | out, counters |
 
 use crate::cpu_tape::CpuTape;
 use crate::tape::Op;
 use crate::wgsl::COUNTER_STEP;
-use crate::{LayersError, cpu};
+use crate::{Activation, LayersError, cpu};
+
+/// GELU's derivative needs its input: the in-place activation backward cannot compute it (the
+/// networks never ask; a hand-written tape might).
+pub(crate) fn gelu_in_place() -> LayersError {
+    LayersError::Spec(
+        "GELU's backward pass needs its input, which Op::ActivateBackward does not have: use Op::ActivateCopy and \
+         Op::ActivateCopyBackward"
+            .into(),
+    )
+}
 
 /// Runs one op on `tape`'s tensors (see the table above).
 pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
@@ -38,6 +53,7 @@ pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
             let n = tape.len(y);
             cpu::activation_forward(&mut tape.f32s[y.tensor.0][..n], act);
         }
+        Op::ActivateBackward { act: Activation::Gelu, .. } => return Err(gelu_in_place()),
         Op::ActivateBackward { dy, y, act } => {
             let n = tape.len(dy);
             tape.with_mut(dy.tensor, |t, d| cpu::activation_backward(&mut d[..n], t.get(y), act));
@@ -94,6 +110,31 @@ pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
         Op::LinearBackwardInput { dy, params, h, act, dx } => {
             let r = cpu::linear_backward_input(tape.get(dy), b, dy.cols, &tape.f32s[params.0], dx.cols, tape.get(h), act)?;
             tape.f32s[dx.tensor.0][..r.len()].copy_from_slice(&r);
+        }
+        Op::ActivateCopy { x, y, act } => {
+            let n = tape.len(y);
+            tape.with_mut(y.tensor, |t, yv| cpu::activation_copy_forward(t.get(x), &mut yv[..n], act));
+        }
+        Op::ActivateCopyBackward { dy, x, act } => {
+            let n = tape.len(dy);
+            tape.with_mut(dy.tensor, |t, d| cpu::activation_copy_backward(&mut d[..n], t.get(x), act));
+        }
+        Op::Dropout { x, y, mask, counters, seed, p } => {
+            let (n, step) = (tape.len(y), tape.u32s[counters.0][COUNTER_STEP]);
+            let mut m = std::mem::take(&mut tape.f32s[mask.tensor.0]);
+            let (threshold, scale) = (cpu::dropout_threshold(p), 1.0 / (1.0 - p));
+            tape.with_mut(y.tensor, |t, yv| cpu::dropout_forward(t.get(x), &mut yv[..n], &mut m[..n], seed, step, threshold, scale));
+            tape.f32s[mask.tensor.0] = m;
+        }
+        Op::DropoutBackward { dy, mask } => {
+            let n = tape.len(dy);
+            tape.with_mut(dy.tensor, |t, d| cpu::dropout_backward(&mut d[..n], t.get(mask)));
+        }
+        Op::MeanSquaredError { y, labels, out, counters, mode } => {
+            let n = tape.len(out);
+            let labels = tape.u32s[labels.0][..b].to_vec();
+            let stats = tape.with_mut(out.tensor, |t, o| cpu::mse(t.get(y), y.cols, &labels, mode, inv_rows, &mut o[..n]));
+            tape.count(counters, stats, mode);
         }
         Op::LinearUpdate { first, second, counters, opt } => {
             let step = tape.u32s[counters.0][COUNTER_STEP];

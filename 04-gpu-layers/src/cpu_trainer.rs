@@ -30,7 +30,7 @@ impl CpuTrainer {
         seed: u64,
         fusion: Fusion,
     ) -> Result<Self, LayersError> {
-        let net = Network::new(spec, optimizer, fusion)?;
+        let net = Network::new(spec, optimizer, fusion, seed)?;
         let tape = CpuTape::new(&net.tensors, max_batch)?;
         let mut trainer = Self { net, tape };
         trainer.load_parameters(&spec.init_parameters(seed))?;
@@ -66,11 +66,11 @@ impl CpuTrainer {
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]` (any number of rows).
     pub fn predict_probs(&mut self, x: &Matrix) -> Result<Matrix, LayersError> {
         let spec = &self.net.spec;
-        let classes = spec.output;
-        if x.cols != spec.input || x.rows == 0 {
+        let classes = spec.output();
+        if x.cols != spec.input() || x.rows == 0 {
             return Err(LayersError::Shape {
                 what: "input".into(),
-                expected: format!("[rows >= 1, {}]", spec.input),
+                expected: format!("[rows >= 1, {}]", spec.input()),
                 got: format!("[{}, {}]", x.rows, x.cols),
             });
         }
@@ -95,13 +95,13 @@ impl CpuTrainer {
 
     /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`.
     pub fn parameters(&self) -> Vec<Matrix> {
-        let flat: Vec<Vec<f32>> = self.net.layers.iter().map(|l| self.tape.f32(l.params).to_vec()).collect();
+        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.tape.f32(l.params).to_vec()).collect();
         split_parameters(&self.net.spec, &flat)
     }
 
     /// The gradients of the last training step, shaped like [`CpuTrainer::parameters`].
     pub fn gradients(&self) -> Vec<Matrix> {
-        let flat: Vec<Vec<f32>> = self.net.layers.iter().map(|l| self.tape.f32(l.grads).to_vec()).collect();
+        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.tape.f32(l.grads).to_vec()).collect();
         split_parameters(&self.net.spec, &flat)
     }
 
@@ -122,7 +122,7 @@ impl CpuTrainer {
     /// Replaces the parameters (shapes checked) and resets the optimizer state and step count.
     pub fn load_parameters(&mut self, params: &[Matrix]) -> Result<(), LayersError> {
         let flat = join_parameters(&self.net.spec, params)?;
-        for (layer, p) in self.net.layers.iter().zip(flat) {
+        for (layer, p) in self.net.linears.iter().zip(flat) {
             self.tape.f32_mut(layer.params).copy_from_slice(&p);
             self.tape.f32_mut(layer.state).iter_mut().for_each(|v| *v = 0.0);
         }

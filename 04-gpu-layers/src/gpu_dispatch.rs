@@ -21,6 +21,11 @@
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B` (one per row) |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
+//! | `ActivateCopy` | `activation_copy_forward` | x, y | `ActivationParams` | `B*cols / WG` |
+//! | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | `ActivationParams` | `B*cols / WG` |
+//! | `Dropout` | `dropout_forward` | x, y, mask, counters | `DropoutParams` | `B*cols / WG` |
+//! | `DropoutBackward` | `dropout_backward` | dy, mask | `DropoutBackwardParams` | `B*cols / WG` |
+//! | `MeanSquaredError` | `mse` | y, labels, out, counters | `MseParams` | `B / WG` (one invocation per row) |
 //!
 //! (Each `/` rounds up; a 1-D grid past 65,535 workgroups spills into y, see
 //! `common::workgroups_1d`.) Where an op leaves a binding unused (the output layer's `dh` with no
@@ -34,8 +39,8 @@ use crate::gpu_tape::GpuTape;
 use crate::kernels::{KernelId, Kernels};
 use crate::tape::{Dim, LayerUpdate, Op, TensorId, Transpose, View};
 use crate::wgsl::{
-    self, ActivationParams, BiasAddParams, ColumnSumParams, LayerShape, LinearParams, Opt, OutputLayerParams,
-    SoftmaxCeParams, Update,
+    self, ActivationParams, BiasAddParams, ColumnSumParams, DropoutBackwardParams, DropoutParams, LayerShape, LinearParams,
+    MseParams, Opt, OutputLayerParams, SoftmaxCeParams, Update,
 };
 use crate::{Activation, LayersError, MAX_CLASSES, Optimizer};
 
@@ -85,7 +90,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
     let act = |a: Activation| Activation::code(Some(a));
     let u32_ = |n: usize| n as u32;
     // The loss kernels keep a row of logits in workgroup memory.
-    if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } = op {
+    if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } | Op::MeanSquaredError { out, .. } = op {
         if out.cols > MAX_CLASSES {
             return Err(LayersError::Spec(format!(
                 "{name}: {} classes; the loss kernels handle at most {MAX_CLASSES}",
@@ -119,6 +124,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             &[buf(y.tensor), batch],
             elementwise(rows(&y) * y.cols)?,
         ),
+        Op::ActivateBackward { act: Activation::Gelu, .. } => Err(crate::cpu_dispatch::gelu_in_place()),
         Op::ActivateBackward { dy, y, act: a } => kernel(
             KernelId::ActivationBackward,
             &m.uniform(ctx, name, &ActivationParams { cols: u32_(dy.cols), act: act(a), _pad: [0; 2] }),
@@ -178,6 +184,39 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), _pad: 0 }),
             &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
             elementwise(rows(&dx) * dx.cols)?,
+        ),
+        Op::ActivateCopy { x, y, act: a } => kernel(
+            KernelId::ActivationCopyForward,
+            &m.uniform(ctx, name, &ActivationParams { cols: u32_(y.cols), act: act(a), _pad: [0; 2] }),
+            &[buf(x.tensor), buf(y.tensor), batch],
+            elementwise(rows(&y) * y.cols)?,
+        ),
+        Op::ActivateCopyBackward { dy, x, act: a } => kernel(
+            KernelId::ActivationCopyBackward,
+            &m.uniform(ctx, name, &ActivationParams { cols: u32_(dy.cols), act: act(a), _pad: [0; 2] }),
+            &[buf(dy.tensor), buf(x.tensor), batch],
+            elementwise(rows(&dy) * dy.cols)?,
+        ),
+        Op::Dropout { x, y, mask, counters, seed, p } => {
+            let params = DropoutParams { cols: u32_(y.cols), seed, threshold: crate::cpu::dropout_threshold(p), scale: 1.0 / (1.0 - p) };
+            kernel(
+                KernelId::DropoutForward,
+                &m.uniform(ctx, name, &params),
+                &[buf(x.tensor), buf(y.tensor), buf(mask.tensor), buf(counters), batch],
+                elementwise(rows(&y) * y.cols)?,
+            )
+        }
+        Op::DropoutBackward { dy, mask } => kernel(
+            KernelId::DropoutBackward,
+            &m.uniform(ctx, name, &DropoutBackwardParams { cols: u32_(dy.cols), _pad: [0; 3] }),
+            &[buf(dy.tensor), buf(mask.tensor), batch],
+            elementwise(rows(&dy) * dy.cols)?,
+        ),
+        Op::MeanSquaredError { y, labels, out, counters, mode } => kernel(
+            KernelId::Mse,
+            &m.uniform(ctx, name, &MseParams { classes: u32_(y.cols), mode: mode as u32, _pad: [0; 2] }),
+            &[buf(y.tensor), buf(labels), buf(out.tensor), buf(counters), batch],
+            elementwise(rows(&y))?,
         ),
         Op::LinearUpdate { first, second, counters, opt } => {
             // Workgroups: T x T tiles of each layer's [(in + 1), out] parameters.

@@ -50,7 +50,7 @@ impl GpuTrainer {
         seed: u64,
         fusion: Fusion,
     ) -> Result<Self, LayersError> {
-        let net = Network::new(spec, optimizer, fusion)?;
+        let net = Network::new(spec, optimizer, fusion, seed)?;
         let mut tape = GpuTape::new(ctx, &net.tensors, max_batch)?;
         let train = tape.add_tape(ctx, kernels, &net.train)?;
         let eval = tape.add_tape(ctx, kernels, &net.eval)?;
@@ -176,7 +176,7 @@ impl GpuTrainer {
 
     fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
         let mut flat = Vec::new();
-        for l in &self.net.layers {
+        for l in &self.net.linears {
             flat.push(self.tape.read_f32(ctx, which(l), (l.inputs + 1) * l.outputs)?);
         }
         Ok(split_parameters(&self.net.spec, &flat))
@@ -186,7 +186,7 @@ impl GpuTrainer {
     /// and step count. Takes effect at the next submit.
     pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
         let flat = join_parameters(&self.net.spec, params)?;
-        for (layer, p) in self.net.layers.iter().zip(&flat) {
+        for (layer, p) in self.net.linears.iter().zip(&flat) {
             self.tape.write_f32(ctx, layer.params, p)?;
             let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
             self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
@@ -200,23 +200,23 @@ impl GpuTrainer {
     /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
     pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
         let spec = &self.net.spec;
-        if x.cols != spec.input || x.rows == 0 {
+        if x.cols != spec.input() || x.rows == 0 {
             return Err(LayersError::Shape {
                 what: "input".into(),
-                expected: format!("[rows >= 1, {}]", spec.input),
+                expected: format!("[rows >= 1, {}]", spec.input()),
                 got: format!("[{}, {}]", x.rows, x.cols),
             });
         }
         let previous = self.batch();
-        let mut probs = Vec::with_capacity(x.rows * spec.output);
+        let mut probs = Vec::with_capacity(x.rows * spec.output());
         for chunk in x.data.chunks(self.max_batch() * x.cols) {
             let rows = chunk.len() / x.cols;
             self.tape.write_f32(ctx, self.net.input, chunk)?;
             self.set_batch(ctx, rows)?;
             self.tape.run(ctx, self.predict, 1)?;
-            probs.extend(self.tape.read_f32(ctx, self.net.out, rows * spec.output)?);
+            probs.extend(self.tape.read_f32(ctx, self.net.out, rows * spec.output())?);
         }
         self.set_batch(ctx, previous)?;
-        Ok(Matrix::new(x.rows, spec.output, probs)?)
+        Ok(Matrix::new(x.rows, spec.output(), probs)?)
     }
 }

@@ -28,11 +28,16 @@ pub enum KernelId {
     OutputLayer,
     LinearBackwardInput,
     LinearUpdate,
+    ActivationCopyForward,
+    ActivationCopyBackward,
+    DropoutForward,
+    DropoutBackward,
+    Mse,
 }
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 11] = [
+    pub const ALL: [KernelId; 16] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -44,6 +49,11 @@ impl KernelId {
         KernelId::OutputLayer,
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
+        KernelId::ActivationCopyForward,
+        KernelId::ActivationCopyBackward,
+        KernelId::DropoutForward,
+        KernelId::DropoutBackward,
+        KernelId::Mse,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +69,11 @@ impl KernelId {
             KernelId::OutputLayer => "output_layer",
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
+            KernelId::ActivationCopyForward => "activation_copy_forward",
+            KernelId::ActivationCopyBackward => "activation_copy_backward",
+            KernelId::DropoutForward => "dropout_forward",
+            KernelId::DropoutBackward => "dropout_backward",
+            KernelId::Mse => "mse",
         }
     }
 
@@ -93,9 +108,19 @@ impl KernelId {
                 ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
             }
             KernelId::LinearUpdate => ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl")),
+            KernelId::ActivationCopyForward => {
+                ("shaders/activation_copy_forward.wgsl", include_str!("../shaders/activation_copy_forward.wgsl"))
+            }
+            KernelId::ActivationCopyBackward => {
+                ("shaders/activation_copy_backward.wgsl", include_str!("../shaders/activation_copy_backward.wgsl"))
+            }
+            KernelId::DropoutForward => ("shaders/dropout_forward.wgsl", include_str!("../shaders/dropout_forward.wgsl")),
+            KernelId::DropoutBackward => ("shaders/dropout_backward.wgsl", include_str!("../shaders/dropout_backward.wgsl")),
+            KernelId::Mse => ("shaders/mse.wgsl", include_str!("../shaders/mse.wgsl")),
         };
         let mut files = vec![("shaders/common.wgsl", COMMON)];
-        if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer) {
+        // mse.wgsl uses softmax_row.wgsl's add_loss (the fixed-point loss sum).
+        if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer | KernelId::Mse) {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }
         files.push(body);

@@ -2,17 +2,22 @@
 //! SGD and Adam, and one definition of the network for both devices.
 //!
 //! - `shaders/`: the WGSL kernels. Primitives: `bias_add`, `activation_forward`/`_backward`
-//!   (ReLU, tanh), `softmax_ce` (fused, stable softmax + cross-entropy + dL/dlogits + loss and
-//!   correct count on the GPU), `column_sum` (parallel reduction), `sgd`, `adam`. Fused layer
-//!   kernels: `linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`.
+//!   (in place: ReLU, tanh, sigmoid), `activation_copy_forward`/`_backward` (out of place, any
+//!   activation, GELU included), `dropout_forward`/`_backward` (counter-based masks),
+//!   `softmax_ce` (fused, stable softmax + cross-entropy + dL/dlogits + loss and correct count on
+//!   the GPU), `mse`, `column_sum` (parallel reduction), `sgd`, `adam`. Fused layer kernels:
+//!   `linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`.
 //! - [`wgsl`]: the Rust <-> WGSL contract: the constants both sides share (generated into every
 //!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct.
 //! - [`cpu`]: the CPU twin of every kernel, same names and shapes.
 //! - [`tape`]: the tensor ops ([`Op`]) both devices implement. A tape is a hand-written list of
 //!   them (not automatic differentiation).
-//! - [`network`]: the layers ([`Linear`], [`ActivationLayer`], [`SoftmaxCrossEntropy`]) and the
-//!   [`Network`] (our `Sequential`) that writes a training step as a tape of ops, composed from
-//!   primitives or [`Fusion::Fused`].
+//! - [`sequential`]: the layers a user chooses ([`Layer`]: `Linear`, ReLU, tanh, sigmoid, GELU,
+//!   `Dropout(p)`, `Flatten`), the [`Loss`] (softmax cross-entropy or MSE) and a text form
+//!   (`784-256-relu-dropout0.2-10`); [`NetworkSpec`] checks a list's shapes.
+//! - [`network`]: the layers as op emitters ([`Linear`], [`ActivationLayer`], [`DropoutLayer`],
+//!   [`SoftmaxCrossEntropy`], [`MeanSquaredError`]) and the [`Network`] (our `Sequential`) that
+//!   writes a training step as a tape of ops, composed from primitives or [`Fusion::Fused`].
 //! - Running a tape: [`CpuTape`] (`cpu_tape.rs`, op by op through `cpu_dispatch.rs`) and
 //!   [`GpuTape`] (`gpu_tape.rs`; each op prepared once as a dispatch by `gpu_dispatch.rs`, with
 //!   the [`BufferManager`], then only recorded).
@@ -54,6 +59,7 @@ mod gpu_tape;
 mod gpu_trainer;
 mod kernels;
 pub mod network;
+pub mod sequential;
 mod spec;
 pub mod tape;
 pub mod wgsl;
@@ -65,6 +71,7 @@ pub use error::LayersError;
 pub use gpu_tape::{GpuTape, TapeId};
 pub use gpu_trainer::GpuTrainer;
 pub use kernels::{KernelId, Kernels};
-pub use network::{ActivationLayer, Fusion, Linear, Network, SoftmaxCrossEntropy};
+pub use network::{ActivationLayer, DropoutLayer, Fusion, Linear, MeanSquaredError, Network, SoftmaxCrossEntropy};
+pub use sequential::{Init, Layer, Loss};
 pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
 pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};

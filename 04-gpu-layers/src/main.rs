@@ -4,12 +4,15 @@
 //! 1. XOR (4 points, 2-8-2 ReLU, Adam): the smallest problem a linear model cannot solve.
 //! 2. Two spirals (2-D points on two interleaved spirals, 2-32-32-2 tanh, Adam, batches of 64
 //!    with a smaller last batch each epoch).
+//! 3. XOR with the original devlog's loss: sigmoid outputs and mean squared error
+//!    (2-8-tanh-2-sigmoid, composed tapes on the GPU: the fused kernels do softmax-CE).
 //!
 //! `--bench` then times a training step of the MNIST shape (784-128-10 ReLU, batch 64, SGD with
 //! momentum; 938 steps = one epoch recorded into ONE compute pass) with the fused and the
 //! composed tapes: dispatches per step, GPU time per epoch and per step (timestamps), and the
-//! wall clock of record + submit + wait. Random data stands in for MNIST: the timing does not
-//! depend on the values. Stage 05 adds one gather dispatch per step.
+//! wall clock of record + submit + wait; then the same network with a dropout layer, which only
+//! the composed tapes run. Random data stands in for MNIST: the timing does not depend on the
+//! values. Stage 05 adds one gather dispatch per step.
 
 use std::f32::consts::PI;
 use std::process::ExitCode;
@@ -19,7 +22,9 @@ use std::time::Instant;
 use clap::Parser;
 use common::{GpuContext, GpuTimer, median};
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Metrics, NetworkSpec, Optimizer};
+use gpu_layers::{
+    Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, Metrics, Network, NetworkSpec, Optimizer,
+};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
@@ -80,6 +85,7 @@ fn run(args: &Args) -> Result<(), AnyError> {
     if !args.bench_only {
         xor(&ctx, &kernels, args.xor_steps as usize)?;
         spirals(&ctx, &kernels, args.spiral_epochs as usize, args.spiral_points as usize)?;
+        xor_mse(&ctx, &kernels, args.xor_steps as usize)?;
     }
     if args.bench || args.bench_only {
         bench(&ctx, &kernels, args)?;
@@ -154,6 +160,36 @@ fn xor(ctx: &GpuContext, kernels: &Arc<Kernels>, steps: usize) -> Result<(), Any
     Ok(())
 }
 
+/// XOR again, the way the original devlog trained it: sigmoid outputs and mean squared error
+/// (`2-8-tanh-2-sigmoid`, MSE against the one-hot label). The fused kernels compute softmax
+/// cross-entropy, so this network runs the composed tapes on the GPU.
+fn xor_mse(ctx: &GpuContext, kernels: &Arc<Kernels>, steps: usize) -> Result<(), AnyError> {
+    let spec = NetworkSpec::parse("2-8-tanh-2-sigmoid", Loss::Mse)?;
+    let opt = Optimizer::adam(0.05);
+    let (gpu, mut cpu) = pair(ctx, kernels, &spec, opt, 4)?;
+    let x = Matrix::new(4, 2, vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])?;
+    let labels = [0u8, 1, 1, 0];
+    header("XOR with MSE", &spec, opt, &gpu, "step");
+    if let Some(why) = Network::fused_blocker(&spec) {
+        println!("   composed tapes: {why}");
+    }
+    gpu.write_batch(ctx, &x, &labels)?;
+    let every = (steps / 10).max(1);
+    for step in 1..=steps {
+        gpu.train_steps(ctx, 1)?;
+        cpu.train_step(&x, &labels)?;
+        if step % every == 0 || step == 1 {
+            row(step, gpu.take_metrics(ctx)?, cpu.take_metrics()?);
+        }
+    }
+    gpu.take_metrics(ctx)?;
+    let out = gpu.predict_probs(ctx, &x)?;
+    let answers: Vec<String> = out.data.chunks(2).map(|p| format!("({:.3}, {:.3})", p[0], p[1])).collect();
+    println!("   sigmoid outputs on the GPU for 00, 01, 10, 11: {}", answers.join(", "));
+    println!("   largest |GPU - CPU| parameter difference: {:.2e}", max_difference(&gpu.parameters(ctx)?, &cpu.parameters()));
+    Ok(())
+}
+
 /// `points` per arm: arm k at angle t + k*pi, radius growing with t (up to 3), plus a little
 /// noise. Coordinates of a few units keep tanh units out of their flat tails at the start.
 fn two_spirals(points: usize, seed: u64) -> (Matrix, Vec<u8>) {
@@ -220,13 +256,16 @@ fn spirals(ctx: &GpuContext, kernels: &Arc<Kernels>, epochs: usize, points: usiz
     Ok(())
 }
 
-/// Times `steps` training steps recorded into one pass, for both fusions.
+/// Times `steps` training steps recorded into one pass, for both fusions, then with dropout.
 fn bench(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args) -> Result<(), AnyError> {
     let spec = NetworkSpec::new(784, &[args.hidden as usize], 10)?;
     for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
         bench_one(ctx, kernels, args, &spec, opt)?;
     }
-    Ok(())
+    // The same network with dropout: not fused, so it costs what the composed tape costs, plus
+    // the dropout's two dispatches.
+    let dropout = NetworkSpec::parse(&format!("784-{}-relu-dropout0.2-10", args.hidden), Loss::CrossEntropy)?;
+    bench_one(ctx, kernels, args, &dropout, Optimizer::adam(1e-3))
 }
 
 fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &NetworkSpec, opt: Optimizer) -> Result<(), AnyError> {
@@ -252,9 +291,12 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         format!("wall ms /{}", args.chunk)
     );
     let checked = Kernels::with_bounds_checks();
-    for (fusion, kernels, label) in
-        [(Fusion::Fused, kernels, "fused"), (Fusion::Fused, &checked, "fused+chk"), (Fusion::Composed, kernels, "composed")]
-    {
+    let mut tapes = vec![(Fusion::Fused, kernels, "fused"), (Fusion::Fused, &checked, "fused+chk"), (Fusion::Composed, kernels, "composed")];
+    if let Some(why) = Network::fused_blocker(spec) {
+        println!("{:>9} | composed only: {why}", "");
+        tapes.drain(..2);
+    }
+    for (fusion, kernels, label) in tapes {
         let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, fusion)?;
         // Validate before timing: one step against the CPU reference.
         let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;

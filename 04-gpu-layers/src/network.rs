@@ -2,17 +2,26 @@
 //!
 //! A layer here is a small struct that knows its tensors and *emits* tensor operations
 //! ([`Op`]) for its forward and backward passes; it never runs anything. [`Network`] (our
-//! `Sequential`) allocates the tensor list, asks the layers for their ops, and keeps three
-//! tapes: a training step, an evaluation, a prediction. The CPU and GPU trainers run those.
+//! `Sequential`) allocates the tensor list for a [`NetworkSpec`]'s layers, asks the layers for
+//! their ops, and keeps three tapes: a training step, an evaluation, a prediction. The CPU and
+//! GPU trainers run those.
 //!
 //! [`Fusion`] picks the vocabulary. `Composed` uses the primitives (stage 03's matmul, bias add,
-//! activation, softmax-CE, column sum, SGD/Adam): 14 ops per training step for one hidden layer.
-//! `Fused` uses four kernels that each do several primitives in one dispatch: 3 ops per step
-//! (the tests below list both tapes op by op).
-//! The GPU trainer defaults to `Fused` (every dispatch costs microseconds of fixed overhead; see
-//! the README), the CPU trainer to `Composed` (the reference). Both tapes compute the same math,
+//! activation, softmax-CE or MSE, column sum, dropout, SGD/Adam) and writes any layer list:
+//! 14 ops per training step for `784-128-relu-10`. `Fused` uses four kernels that each do several
+//! primitives in one dispatch: 3 ops per step for the same network (the tests below list both
+//! tapes op by op). The fused kernels cover the classic MLP: linear layers with exactly one ReLU,
+//! tanh or sigmoid between two of them (flatten allowed anywhere) and softmax cross-entropy. Any
+//! other list (dropout, GELU, MSE, two activations in a row, ...) gets the composed tapes even
+//! when `Fused` is asked for: [`Network::fused_blocker`] says why, and [`Network::fusion`] holds
+//! what was built.
+//! The GPU trainer asks for `Fused` (every dispatch costs microseconds of fixed overhead; see
+//! the README), the CPU trainer for `Composed` (the reference). Both tapes compute the same math,
 //! which the tests check op by op and step by step.
 
+use std::collections::HashMap;
+
+use crate::sequential::{Layer, Loss};
 use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
 use crate::wgsl::{COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS};
 use crate::{Activation, LayersError, NetworkSpec, Optimizer};
@@ -125,6 +134,35 @@ impl ActivationLayer {
     pub fn backward(&self, dy: View, y: View) -> Op {
         Op::ActivateBackward { dy, y, act: self.act }
     }
+
+    /// x: `[B, n]` -> y: `[B, n]`, `y = act(x)` into a separate tensor.
+    pub fn forward_copy(&self, x: View, y: View) -> Op {
+        Op::ActivateCopy { x, y, act: self.act }
+    }
+
+    /// dy: `[B, n]`, x: `[B, n]` (this layer's input) -> dy `*= act'(x)`.
+    pub fn backward_copy(&self, dy: View, x: View) -> Op {
+        Op::ActivateCopyBackward { dy, x, act: self.act }
+    }
+}
+
+/// Inverted dropout with probability `p`, its mask drawn from a hash of (`seed`, step, element).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DropoutLayer {
+    pub p: f32,
+    pub seed: u32,
+}
+
+impl DropoutLayer {
+    /// x: `[B, n]` -> y: `[B, n]` and mask `[B, n]` (training only: evaluation leaves it out).
+    pub fn forward(&self, x: View, y: View, mask: View, counters: TensorId) -> Op {
+        Op::Dropout { x, y, mask, counters, seed: self.seed, p: self.p }
+    }
+
+    /// dy: `[B, n]` -> dy `*= mask`, the mask of this step's forward pass.
+    pub fn backward(&self, dy: View, mask: View) -> Op {
+        Op::DropoutBackward { dy, mask }
+    }
 }
 
 /// The loss: softmax over the logits, then the mean cross-entropy over the batch.
@@ -140,13 +178,27 @@ impl SoftmaxCrossEntropy {
     }
 }
 
+/// The other loss: mean squared error against the one-hot labels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanSquaredError;
+
+impl MeanSquaredError {
+    /// y `[B, C]`, labels `[B]` -> out `[B, C]` (dL/dy when training, y otherwise); loss,
+    /// correct and row counts go to `counters`.
+    pub fn forward_backward(&self, y: View, labels: TensorId, out: View, counters: TensorId, mode: Mode) -> Op {
+        Op::MeanSquaredError { y, labels, out, counters, mode }
+    }
+}
+
 pub use crate::wgsl::COUNTERS;
 
-/// A multilayer perceptron as tensors and tapes: our `Sequential`.
+/// A network as tensors and tapes: our `Sequential`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
     pub spec: NetworkSpec,
     pub optimizer: Optimizer,
+    /// The vocabulary the tapes were written with: `Composed` when `Fused` was asked for a
+    /// network the fused kernels do not cover (see [`Network::fused_blocker`]).
     pub fusion: Fusion,
     /// Every tensor the network uses, allocated once by the trainer.
     pub tensors: Vec<TensorInfo>,
@@ -156,175 +208,233 @@ pub struct Network {
     pub labels: TensorId,
     /// `[1, COUNTERS]` u32: loss sum, rows, correct, bad labels, step.
     pub counters: TensorId,
-    /// `[B, C]`: dL/dlogits after a training step, probabilities after eval/predict.
+    /// `[B, C]`: dL/d(outputs) after a training step; probabilities (cross-entropy) or the
+    /// outputs themselves (MSE) after eval/predict.
     pub out: TensorId,
-    /// The logits `[B, C]` (composed tapes only; the fused output layer keeps them on chip).
-    pub logits: Option<TensorId>,
-    pub layers: Vec<Linear>,
-    pub activation: ActivationLayer,
-    pub loss: SoftmaxCrossEntropy,
-    /// Output of each hidden layer (after its activation), `[B, width]`.
-    pub hidden: Vec<TensorId>,
-    /// dL/d pre-activation of each hidden layer, `[B, width]`.
-    pub deltas: Vec<TensorId>,
+    /// The linear layers, first to last (the ones with parameters).
+    pub linears: Vec<Linear>,
     pub train: Vec<Op>,
     pub eval: Vec<Op>,
     pub predict: Vec<Op>,
 }
 
-impl Network {
-    pub fn new(spec: &NetworkSpec, optimizer: Optimizer, fusion: Fusion) -> Result<Self, LayersError> {
-        spec.validate()?;
-        optimizer.validate()?;
-        let mut tensors = Vec::new();
-        let mut add = |name: String, rows: Dim, cols: usize, elem: Elem| {
-            tensors.push(TensorInfo { name, rows, cols, elem });
-            TensorId(tensors.len() - 1)
+/// The tensor list being built: tensors are made on first request and found again by key, so
+/// the three tapes share them.
+struct Tensors {
+    list: Vec<TensorInfo>,
+    made: HashMap<(usize, &'static str), TensorId>,
+}
+
+impl Tensors {
+    fn add(&mut self, name: String, rows: Dim, cols: usize, elem: Elem) -> TensorId {
+        self.list.push(TensorInfo { name, rows, cols, elem });
+        TensorId(self.list.len() - 1)
+    }
+
+    /// The `[B, cols]` f32 tensor `role` of layer `layer` (0-based), made on first request.
+    fn batch(&mut self, layer: usize, role: &'static str, what: &Layer, cols: usize) -> View {
+        let t = match self.made.get(&(layer, role)) {
+            Some(&t) => t,
+            None => {
+                let t = self.add(format!("layer {} {what} {role}", layer + 1), Dim::Batch, cols, Elem::F32);
+                self.made.insert((layer, role), t);
+                t
+            }
         };
-        let input = add("input".into(), Dim::Batch, spec.input, Elem::F32);
-        let labels = add("labels".into(), Dim::Batch, 1, Elem::U32);
-        let counters = add("counters".into(), Dim::Fixed(1), COUNTERS, Elem::U32);
+        View { tensor: t, rows: Dim::Batch, cols }
+    }
+
+    fn view(&self, t: TensorId) -> View {
+        let info = &self.list[t.0];
+        View { tensor: t, rows: info.rows, cols: info.cols }
+    }
+}
+
+/// What a composed training step's backward pass needs from each layer's forward pass.
+enum Saved {
+    /// Linear layer `k` (0-based among the linear layers), at position `i` of the layer list,
+    /// and its input.
+    Linear { k: usize, i: usize, x: View },
+    /// An activation that ran in place: its output.
+    InPlace { act: Activation, y: View },
+    /// An activation that wrote a separate tensor: its input.
+    Copy { act: Activation, x: View },
+    Dropout { mask: View },
+}
+
+impl Network {
+    /// The tensors and tapes of `spec`, written with `fusion` where the fused kernels cover
+    /// the network and with the composed ops otherwise. `seed` seeds the dropout masks.
+    pub fn new(spec: &NetworkSpec, optimizer: Optimizer, fusion: Fusion, seed: u64) -> Result<Self, LayersError> {
+        optimizer.validate()?;
+        let fusion = if fusion == Fusion::Fused && Self::fused_blocker(spec).is_none() { Fusion::Fused } else { Fusion::Composed };
+        let mut t = Tensors { list: Vec::new(), made: HashMap::new() };
+        let input = t.add("input".into(), Dim::Batch, spec.input(), Elem::F32);
+        let labels = t.add("labels".into(), Dim::Batch, 1, Elem::U32);
+        let counters = t.add("counters".into(), Dim::Fixed(1), COUNTERS, Elem::U32);
         let k = optimizer.state_per_parameter();
-        let mut layers = Vec::new();
-        let shapes = spec.layer_shapes();
-        for (l, &(i, o)) in shapes.iter().enumerate() {
+        let mut linears = Vec::new();
+        for (l, &(i, o)) in spec.layer_shapes().iter().enumerate() {
             let n = l + 1;
-            layers.push(Linear {
+            linears.push(Linear {
                 inputs: i,
                 outputs: o,
-                params: add(format!("params{n} [W{n}; b{n}]"), Dim::Fixed(i + 1), o, Elem::F32),
-                grads: add(format!("grads{n}"), Dim::Fixed(i + 1), o, Elem::F32),
-                state: add(format!("optimizer state{n}"), Dim::Fixed(k * (i + 1)), o, Elem::F32),
+                params: t.add(format!("params{n} [W{n}; b{n}]"), Dim::Fixed(i + 1), o, Elem::F32),
+                grads: t.add(format!("grads{n}"), Dim::Fixed(i + 1), o, Elem::F32),
+                state: t.add(format!("optimizer state{n}"), Dim::Fixed(k * (i + 1)), o, Elem::F32),
             });
         }
-        let mut hidden = Vec::new();
-        let mut deltas = Vec::new();
-        for (l, &width) in spec.hidden.iter().enumerate() {
-            hidden.push(add(format!("hidden{}", l + 1), Dim::Batch, width, Elem::F32));
-            deltas.push(add(format!("delta{}", l + 1), Dim::Batch, width, Elem::F32));
-        }
-        let logits = (fusion == Fusion::Composed).then(|| add("logits".into(), Dim::Batch, spec.output, Elem::F32));
-        let out = add("dlogits / probabilities".into(), Dim::Batch, spec.output, Elem::F32);
+        let out = t.add("dL/doutputs / outputs".into(), Dim::Batch, spec.output(), Elem::F32);
         let mut net = Self {
             spec: spec.clone(),
             optimizer,
             fusion,
-            tensors,
+            tensors: Vec::new(),
             input,
             labels,
             counters,
             out,
-            logits,
-            layers,
-            activation: ActivationLayer { act: spec.activation },
-            loss: SoftmaxCrossEntropy,
-            hidden,
-            deltas,
+            linears,
             train: Vec::new(),
             eval: Vec::new(),
             predict: Vec::new(),
         };
-        net.train = net.train_ops();
-        net.eval = net.forward_ops(Mode::Eval);
-        net.predict = net.forward_ops(Mode::Predict);
+        match fusion {
+            Fusion::Fused => {
+                let acts: Vec<Activation> = spec
+                    .layers()
+                    .iter()
+                    .filter_map(|l| match l {
+                        Layer::Activation(a) => Some(*a),
+                        _ => None,
+                    })
+                    .collect();
+                let mut hidden = Vec::new();
+                let mut deltas = Vec::new();
+                for (l, lin) in net.linears[..net.linears.len() - 1].iter().enumerate() {
+                    hidden.push(t.add(format!("hidden{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
+                    deltas.push(t.add(format!("delta{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
+                }
+                let fused = FusedPlan { net: &net, t: &t, acts, hidden, deltas };
+                let (train, eval, predict) = (fused.train_ops(), fused.forward_ops(Mode::Eval), fused.forward_ops(Mode::Predict));
+                net.train = train;
+                net.eval = eval;
+                net.predict = predict;
+            }
+            Fusion::Composed => {
+                net.train = net.composed_ops(&mut t, Mode::Train, seed);
+                net.eval = net.composed_ops(&mut t, Mode::Eval, seed);
+                net.predict = net.composed_ops(&mut t, Mode::Predict, seed);
+            }
+        }
+        net.tensors = t.list;
         Ok(net)
     }
 
-    fn view(&self, t: TensorId) -> View {
-        let info = &self.tensors[t.0];
-        View { tensor: t, rows: info.rows, cols: info.cols }
-    }
-
-    /// The input of layer `l`: the batch for the first, the hidden output below otherwise.
-    fn input_of(&self, l: usize) -> View {
-        if l == 0 { self.view(self.input) } else { self.view(self.hidden[l - 1]) }
-    }
-
-    /// dL/d pre-activation of layer `l`: `out` (dL/dlogits) for the last layer.
-    fn delta_of(&self, l: usize) -> View {
-        if l + 1 == self.layers.len() { self.view(self.out) } else { self.view(self.deltas[l]) }
-    }
-
-    /// Forward through every layer, then the loss in `mode`.
-    fn forward_ops(&self, mode: Mode) -> Vec<Op> {
-        let last = self.layers.len() - 1;
-        let mut ops = Vec::new();
-        for l in 0..last {
-            let (x, h) = (self.input_of(l), self.view(self.hidden[l]));
-            match self.fusion {
-                Fusion::Composed => {
-                    ops.extend(self.layers[l].forward(x, h));
-                    ops.push(self.activation.forward(h));
+    /// Why the fused kernels cannot run `spec` (None when they can): they implement linear
+    /// layers with exactly one ReLU, tanh or sigmoid between two of them, and softmax
+    /// cross-entropy.
+    pub fn fused_blocker(spec: &NetworkSpec) -> Option<String> {
+        if spec.loss() != Loss::CrossEntropy {
+            return Some(format!("the fused output layer computes softmax cross-entropy, not {}", spec.loss().name()));
+        }
+        let layers: Vec<&Layer> = spec.layers().iter().filter(|l| !matches!(l, Layer::Flatten)).collect();
+        for (i, pair) in layers.windows(2).enumerate() {
+            let ok = match (pair[0], pair[1]) {
+                (Layer::Linear { .. }, Layer::Activation(Activation::Gelu)) => {
+                    return Some("GELU is not fused: its backward pass needs its input, which the fused kernels do not keep".into());
                 }
-                Fusion::Fused => ops.push(self.layers[l].forward_fused(x, h, Some(self.activation.act))),
+                (Layer::Linear { .. }, Layer::Activation(_)) | (Layer::Activation(_), Layer::Linear { .. }) => true,
+                _ => false,
+            };
+            if !ok {
+                let what = match (pair[0], pair[1]) {
+                    (Layer::Dropout(_), _) | (_, Layer::Dropout(_)) => "dropout is not fused".to_string(),
+                    (a, b) => format!("the fused kernels need one activation between two linear layers, not {a} then {b}"),
+                };
+                return Some(format!("{what} (layers {} and {})", i + 1, i + 2));
             }
         }
-        let (x, out) = (self.input_of(last), self.view(self.out));
-        match (self.fusion, self.logits) {
-            (Fusion::Composed, Some(logits)) => {
-                let logits = self.view(logits);
-                ops.extend(self.layers[last].forward(x, logits));
-                ops.push(self.loss.forward_backward(logits, self.labels, out, self.counters, mode));
-            }
-            _ => {
-                // The fused output layer also backpropagates into the last hidden layer.
-                let dh = (mode == Mode::Train && last > 0).then(|| (self.delta_of(last - 1), self.activation.act));
-                ops.push(Op::OutputLayer {
-                    h: x,
-                    params: self.layers[last].params,
-                    labels: self.labels,
-                    out,
-                    dh,
-                    counters: self.counters,
-                    mode,
-                });
-            }
+        match (layers.first(), layers.last()) {
+            (Some(Layer::Linear { .. }), Some(Layer::Linear { .. })) => None,
+            _ => Some("the fused kernels need a linear layer first and last".into()),
         }
-        ops
     }
 
-    /// Forward, loss, backward, and the optimizer step for every layer.
-    fn train_ops(&self) -> Vec<Op> {
-        let last = self.layers.len() - 1;
-        let mut ops = self.forward_ops(Mode::Train);
-        match self.fusion {
-            Fusion::Composed => {
-                for l in (0..=last).rev() {
-                    ops.extend(self.layers[l].backward_params(self.input_of(l), self.delta_of(l)));
-                    if l > 0 {
-                        let below = self.delta_of(l - 1);
-                        ops.push(self.layers[l].backward_input(self.delta_of(l), below));
-                        ops.push(self.activation.backward(below, self.input_of(l)));
+    /// A composed tape for `mode`: every layer as primitive ops, then (training) the backward
+    /// pass from the loss down to the first linear layer, then the optimizer steps.
+    fn composed_ops(&self, t: &mut Tensors, mode: Mode, seed: u64) -> Vec<Op> {
+        let mut ops = Vec::new();
+        let mut saved = Vec::new();
+        let mut cur = t.view(self.input);
+        // Whether `cur` is a tensor this network made and no in-place activation has touched
+        // yet: only then may an activation overwrite it (the input belongs to the caller, and
+        // an activation's output may be read by its backward pass).
+        let mut fresh = false;
+        let mut k = 0;
+        for (i, layer) in self.spec.layers().iter().enumerate() {
+            match *layer {
+                Layer::Flatten => {}
+                Layer::Linear { outputs, .. } => {
+                    let y = t.batch(i, "out", layer, outputs);
+                    ops.extend(self.linears[k].forward(cur, y));
+                    saved.push(Saved::Linear { k, i, x: cur });
+                    (cur, fresh, k) = (y, true, k + 1);
+                }
+                Layer::Activation(act) => {
+                    let a = ActivationLayer { act };
+                    if act.grad_from_output() && fresh {
+                        ops.push(a.forward(cur));
+                        saved.push(Saved::InPlace { act, y: cur });
+                        fresh = false;
+                    } else {
+                        let y = t.batch(i, "out", layer, cur.cols);
+                        ops.push(a.forward_copy(cur, y));
+                        saved.push(Saved::Copy { act, x: cur });
+                        (cur, fresh) = (y, true);
                     }
                 }
-                // Updates last: every backward op above reads the weights of this step.
-                for l in (0..=last).rev() {
-                    ops.push(self.layers[l].update(self.counters, self.optimizer));
+                Layer::Dropout(p) => {
+                    if mode == Mode::Train && p > 0.0 {
+                        let d = DropoutLayer { p, seed: dropout_seed(seed, i) };
+                        let (y, mask) = (t.batch(i, "out", layer, cur.cols), t.batch(i, "mask", layer, cur.cols));
+                        ops.push(d.forward(cur, y, mask, self.counters));
+                        saved.push(Saved::Dropout { mask });
+                        (cur, fresh) = (y, true);
+                    }
                 }
             }
-            Fusion::Fused => {
-                // The output layer produced delta_of(last - 1); continue below it.
-                for l in (1..last).rev() {
-                    let op = self.layers[l].backward_input_fused(
-                        self.delta_of(l),
-                        self.input_of(l),
-                        self.activation.act,
-                        self.delta_of(l - 1),
-                    );
-                    ops.push(op);
+        }
+        let out = t.view(self.out);
+        ops.push(match self.spec.loss() {
+            Loss::CrossEntropy => SoftmaxCrossEntropy.forward_backward(cur, self.labels, out, self.counters, mode),
+            Loss::Mse => MeanSquaredError.forward_backward(cur, self.labels, out, self.counters, mode),
+        });
+        if mode != Mode::Train {
+            return ops;
+        }
+        // Backward, last layer first; `grad` is dL/d(the current layer's output).
+        let mut grad = out;
+        for s in saved.iter().rev() {
+            match *s {
+                Saved::Linear { k, i, x } => {
+                    let lin = &self.linears[k];
+                    ops.extend(lin.backward_params(x, grad));
+                    if k == 0 {
+                        break; // nothing below the first linear layer has parameters
+                    }
+                    let dx = t.batch(i, "input gradient", &self.spec.layers()[i], lin.inputs);
+                    ops.push(lin.backward_input(grad, dx));
+                    grad = dx;
                 }
-                // Gradients and updates, two layers per dispatch.
-                let updates: Vec<LayerUpdate> =
-                    (0..=last).rev().map(|l| self.layers[l].update_fused(self.input_of(l), self.delta_of(l))).collect();
-                for pair in updates.chunks(2) {
-                    ops.push(Op::LinearUpdate {
-                        first: pair[0],
-                        second: pair.get(1).copied(),
-                        counters: self.counters,
-                        opt: self.optimizer,
-                    });
-                }
+                Saved::InPlace { act, y } => ops.push(ActivationLayer { act }.backward(grad, y)),
+                Saved::Copy { act, x } => ops.push(ActivationLayer { act }.backward_copy(grad, x)),
+                Saved::Dropout { mask } => ops.push(Op::DropoutBackward { dy: grad, mask }),
             }
+        }
+        // Updates last: every backward op above reads the weights of this step.
+        for lin in self.linears.iter().rev() {
+            ops.push(lin.update(self.counters, self.optimizer));
         }
         ops
     }
@@ -332,10 +442,10 @@ impl Network {
     /// Checks one batch on the CPU side: `x: [rows, input]`, `labels: [rows]`, every label a
     /// class, `1 <= rows <= max_batch`.
     pub fn check_batch(&self, x_rows: usize, x_cols: usize, labels: &[u32], max_batch: usize) -> Result<(), LayersError> {
-        if x_cols != self.spec.input {
+        if x_cols != self.spec.input() {
             return Err(LayersError::Shape {
                 what: "input batch".into(),
-                expected: format!("[rows, {}] (the network's input width)", self.spec.input),
+                expected: format!("[rows, {}] (the network's input width)", self.spec.input()),
                 got: format!("[{x_rows}, {x_cols}]"),
             });
         }
@@ -349,8 +459,8 @@ impl Network {
         if x_rows == 0 || x_rows > max_batch {
             return Err(LayersError::Batch { batch: x_rows, max_batch });
         }
-        if let Some((row, &label)) = labels.iter().enumerate().find(|(_, l)| **l as usize >= self.spec.output) {
-            return Err(LayersError::Label { row, label, classes: self.spec.output });
+        if let Some((row, &label)) = labels.iter().enumerate().find(|(_, l)| **l as usize >= self.spec.output()) {
+            return Err(LayersError::Label { row, label, classes: self.spec.output() });
         }
         Ok(())
     }
@@ -358,7 +468,7 @@ impl Network {
     /// Turns the counters into metrics: an error for bad labels or a non-finite loss.
     pub(crate) fn metrics_from_counters(&self, c: &[u32]) -> Result<crate::Metrics, LayersError> {
         if c[COUNTER_BAD_LABELS] > 0 {
-            return Err(LayersError::LabelsOnGpu { count: c[COUNTER_BAD_LABELS] as u64, classes: self.spec.output });
+            return Err(LayersError::LabelsOnGpu { count: c[COUNTER_BAD_LABELS] as u64, classes: self.spec.output() });
         }
         if c[COUNTER_NON_FINITE] > 0 {
             return Err(LayersError::NonFinite { what: format!("the loss of {} rows", c[COUNTER_NON_FINITE]) });
@@ -367,6 +477,74 @@ impl Network {
         let loss_sum = fixed as f64 / crate::cpu::LOSS_UNITS_PER_ONE;
         Ok(crate::Metrics { loss_sum, rows: c[COUNTER_ROWS] as u64, correct: c[COUNTER_CORRECT] as u64 })
     }
+}
+
+/// The fused tapes of a network the fused kernels cover: `acts[l]` is the activation after
+/// linear layer `l`, `hidden[l]`/`deltas[l]` its output and dL/d its pre-activation.
+struct FusedPlan<'a> {
+    net: &'a Network,
+    t: &'a Tensors,
+    acts: Vec<Activation>,
+    hidden: Vec<TensorId>,
+    deltas: Vec<TensorId>,
+}
+
+impl FusedPlan<'_> {
+    /// The input of layer `l`: the batch for the first, the hidden output below otherwise.
+    fn input_of(&self, l: usize) -> View {
+        if l == 0 { self.t.view(self.net.input) } else { self.t.view(self.hidden[l - 1]) }
+    }
+
+    /// dL/d pre-activation of layer `l`: `out` (dL/dlogits) for the last layer.
+    fn delta_of(&self, l: usize) -> View {
+        if l + 1 == self.net.linears.len() { self.t.view(self.net.out) } else { self.t.view(self.deltas[l]) }
+    }
+
+    /// Forward through every layer, then the loss in `mode`.
+    fn forward_ops(&self, mode: Mode) -> Vec<Op> {
+        let layers = &self.net.linears;
+        let last = layers.len() - 1;
+        let mut ops = Vec::new();
+        for l in 0..last {
+            ops.push(layers[l].forward_fused(self.input_of(l), self.t.view(self.hidden[l]), Some(self.acts[l])));
+        }
+        // The fused output layer also backpropagates into the last hidden layer.
+        let dh = (mode == Mode::Train && last > 0).then(|| (self.delta_of(last - 1), self.acts[last - 1]));
+        ops.push(Op::OutputLayer {
+            h: self.input_of(last),
+            params: layers[last].params,
+            labels: self.net.labels,
+            out: self.t.view(self.net.out),
+            dh,
+            counters: self.net.counters,
+            mode,
+        });
+        ops
+    }
+
+    /// Forward, loss, backward, and the optimizer step for every layer.
+    fn train_ops(&self) -> Vec<Op> {
+        let layers = &self.net.linears;
+        let last = layers.len() - 1;
+        let mut ops = self.forward_ops(Mode::Train);
+        // The output layer produced delta_of(last - 1); continue below it.
+        for l in (1..last).rev() {
+            ops.push(layers[l].backward_input_fused(self.delta_of(l), self.input_of(l), self.acts[l - 1], self.delta_of(l - 1)));
+        }
+        // Gradients and updates, two layers per dispatch.
+        let updates: Vec<LayerUpdate> = (0..=last).rev().map(|l| layers[l].update_fused(self.input_of(l), self.delta_of(l))).collect();
+        for pair in updates.chunks(2) {
+            ops.push(Op::LinearUpdate { first: pair[0], second: pair.get(1).copied(), counters: self.net.counters, opt: self.net.optimizer });
+        }
+        ops
+    }
+}
+
+/// The seed of the dropout at position `layer` of the list: every dropout layer draws its own
+/// masks, all from the network's seed.
+fn dropout_seed(seed: u64, layer: usize) -> u32 {
+    let s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add((layer as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    (s >> 32) as u32 ^ s as u32
 }
 
 /// Parameter tensors `[(in + 1), out]` to the `[W, b]` pairs users see.
@@ -396,10 +574,10 @@ mod tests {
     #[test]
     fn one_hidden_layer_tapes() {
         let spec = NetworkSpec::new(784, &[128], 10).unwrap();
-        let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused).unwrap();
+        let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused, 0).unwrap();
         assert_eq!(names(&fused.train), ["linear_forward", "output_layer", "linear_update"]);
         assert_eq!(names(&fused.eval), ["linear_forward", "output_layer"]);
-        let composed = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Composed).unwrap();
+        let composed = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Composed, 0).unwrap();
         assert_eq!(
             names(&composed.train),
             [
@@ -433,22 +611,71 @@ mod tests {
     #[test]
     fn deeper_and_shallower_networks() {
         let deep = NetworkSpec::new(5, &[7, 6], 3).unwrap();
-        let net = Network::new(&deep, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();
+        let net = Network::new(&deep, Optimizer::sgd(0.1, 0.0), Fusion::Fused, 0).unwrap();
         assert_eq!(
             names(&net.train),
             ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update"]
         );
         let none = NetworkSpec::new(5, &[], 3).unwrap();
-        let net = Network::new(&none, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();
+        let net = Network::new(&none, Optimizer::sgd(0.1, 0.0), Fusion::Fused, 0).unwrap();
         assert_eq!(names(&net.train), ["output_layer", "linear_update"]);
         let Op::OutputLayer { dh, .. } = &net.train[0] else { panic!() };
         assert!(dh.is_none(), "no layer below the output layer");
     }
 
     #[test]
+    fn other_layer_lists_fall_back_to_composed_tapes() {
+        let opt = Optimizer::sgd(0.1, 0.0);
+        // Different activations per layer are still fused.
+        let spec = NetworkSpec::parse("5-7-sigmoid-6-tanh-3", Loss::CrossEntropy).unwrap();
+        assert_eq!(Network::fused_blocker(&spec), None);
+        assert_eq!(Network::new(&spec, opt, Fusion::Fused, 0).unwrap().fusion, Fusion::Fused);
+        for (text, loss, why) in [
+            ("784-128-relu-dropout0.2-10", Loss::CrossEntropy, "dropout"),
+            ("784-128-gelu-10", Loss::CrossEntropy, "GELU"),
+            ("2-8-tanh-2", Loss::Mse, "mse"),
+            ("4-8-relu-tanh-2", Loss::CrossEntropy, "ReLU then Tanh"),
+            ("4-8-relu-2-sigmoid", Loss::CrossEntropy, "last"),
+        ] {
+            let spec = NetworkSpec::parse(text, loss).unwrap();
+            let blocker = Network::fused_blocker(&spec).unwrap();
+            assert!(blocker.contains(why), "{text}: {why:?} not in {blocker:?}");
+            assert_eq!(Network::new(&spec, opt, Fusion::Fused, 0).unwrap().fusion, Fusion::Composed, "{text}");
+        }
+    }
+
+    #[test]
+    fn dropout_runs_only_in_training_and_its_mask_goes_backward() {
+        let spec = NetworkSpec::parse("784-256-relu-dropout0.2-10", Loss::CrossEntropy).unwrap();
+        let net = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Fused, 5).unwrap();
+        assert_eq!(
+            names(&net.train),
+            [
+                "matmul", "bias_add", "activation_forward", "dropout_forward", "matmul", "bias_add", "softmax_ce",
+                "matmul", "column_sum", "matmul", "dropout_backward", "activation_backward", "matmul", "column_sum",
+                "adam", "adam",
+            ]
+        );
+        assert_eq!(names(&net.eval), ["matmul", "bias_add", "activation_forward", "matmul", "bias_add", "softmax_ce"]);
+        let (Op::Dropout { mask, .. }, Op::DropoutBackward { mask: back, .. }) = (&net.train[3], &net.train[10]) else { panic!() };
+        assert_eq!(mask, back, "the backward pass multiplies by the forward's mask");
+        // GELU keeps its input (out of place); an activation on an activation's output copies.
+        let spec = NetworkSpec::parse("3-4-gelu-relu-2", Loss::Mse).unwrap();
+        let net = Network::new(&spec, Optimizer::sgd(0.1, 0.0), Fusion::Composed, 0).unwrap();
+        assert_eq!(
+            names(&net.train),
+            [
+                "matmul", "bias_add", "activation_copy_forward", "activation_forward", "matmul", "bias_add", "mse",
+                "matmul", "column_sum", "matmul", "activation_backward", "activation_copy_backward", "matmul", "column_sum",
+                "sgd", "sgd",
+            ]
+        );
+    }
+
+    #[test]
     fn bad_batches_are_errors() {
         let spec = NetworkSpec::new(3, &[4], 2).unwrap();
-        let net = Network::new(&spec, Optimizer::sgd(0.1, 0.0), Fusion::Fused).unwrap();
+        let net = Network::new(&spec, Optimizer::sgd(0.1, 0.0), Fusion::Fused, 0).unwrap();
         assert!(net.check_batch(2, 3, &[0, 1], 8).is_ok());
         assert!(matches!(net.check_batch(2, 4, &[0, 1], 8), Err(LayersError::Shape { .. })));
         assert!(matches!(net.check_batch(2, 3, &[0], 8), Err(LayersError::Shape { .. })));

@@ -1,22 +1,29 @@
-//! What a network is: its layer sizes, its hidden activation, its optimizer, and how its
-//! parameters start. Both trainers (CPU and GPU) are built from the same [`NetworkSpec`].
+//! What a network is: its layers (a [`Layer`] list ending in a [`Loss`], checked here), its
+//! optimizer, and how its parameters start. Both trainers (CPU and GPU) are built from the same
+//! [`NetworkSpec`].
 
 use cpu_matrix::Matrix;
 
 use crate::LayersError;
+use crate::sequential::{Init, Layer, Loss, layers_to_string, parse_layers};
 
-/// The most classes the softmax kernels handle: one row's logits live in workgroup memory
+/// The most classes the loss kernels handle: one row's logits live in workgroup memory
 /// (`MAX_CLASSES` floats = 4 KiB; see `shaders/softmax_row.wgsl`).
 pub const MAX_CLASSES: usize = 1024;
 
-/// The activation after every hidden layer. The output layer has none: its logits go into the
-/// softmax cross-entropy loss.
+/// An elementwise activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Activation {
     /// `max(z, 0)`; derivative `1` where the output is positive, else `0`.
     Relu,
     /// `tanh(z)`; derivative `1 - y^2`, written with the output `y`.
     Tanh,
+    /// `1 / (1 + e^-z)`; derivative `y (1 - y)`, written with the output `y`.
+    Sigmoid,
+    /// `0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))`, the tanh form of GELU (PyTorch's
+    /// `GELU(approximate="tanh")`; WGSL has no `erf`). Its derivative needs the input `z`: GELU
+    /// is not monotonic, so the output does not determine it.
+    Gelu,
 }
 
 impl Activation {
@@ -26,6 +33,8 @@ impl Activation {
             None => 0,
             Some(Activation::Relu) => 1,
             Some(Activation::Tanh) => 2,
+            Some(Activation::Sigmoid) => 3,
+            Some(Activation::Gelu) => 4,
         }
     }
 
@@ -33,53 +42,151 @@ impl Activation {
         match self {
             Activation::Relu => "relu",
             Activation::Tanh => "tanh",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Gelu => "gelu",
         }
+    }
+
+    /// Whether the derivative can be written with the output (so the activation may run in
+    /// place): true for ReLU, tanh and sigmoid, false for GELU.
+    pub fn grad_from_output(self) -> bool {
+        self != Activation::Gelu
     }
 }
 
-/// A multilayer perceptron: `input -> hidden[0] -> ... -> output`, the hidden layers followed
-/// by `activation`, the output by softmax cross-entropy.
+/// A sequential network: its layers and its loss, shapes checked. Build one with
+/// [`NetworkSpec::sequential`] (any layer list), [`NetworkSpec::parse`] (the text form of
+/// `sequential.rs`, `784-128-relu-10`), or [`NetworkSpec::new`] (the short form: widths, ReLU
+/// between them, softmax cross-entropy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetworkSpec {
-    pub input: usize,
-    pub hidden: Vec<usize>,
-    pub output: usize,
-    pub activation: Activation,
+    layers: Vec<Layer>,
+    loss: Loss,
+    input: usize,
+    output: usize,
 }
 
 impl NetworkSpec {
-    /// A network with ReLU hidden layers (change it with [`NetworkSpec::with_activation`]).
+    /// `Linear(input, hidden[0]), ReLU, ..., Linear(.., output)` with softmax cross-entropy
+    /// (change the activations with [`NetworkSpec::with_activation`]).
     pub fn new(input: usize, hidden: &[usize], output: usize) -> Result<Self, LayersError> {
-        let spec = Self { input, hidden: hidden.to_vec(), output, activation: Activation::Relu };
-        spec.validate()?;
-        Ok(spec)
+        let mut widths = vec![input];
+        widths.extend(hidden);
+        widths.push(output);
+        let mut layers = Vec::new();
+        for (l, w) in widths.windows(2).enumerate() {
+            if l > 0 {
+                layers.push(Layer::Activation(Activation::Relu));
+            }
+            layers.push(Layer::Linear { inputs: w[0], outputs: w[1] });
+        }
+        Self::sequential(layers, Loss::CrossEntropy)
     }
 
+    /// Any layer list and loss, checked: at least one linear layer, each linear layer's inputs
+    /// equal to the width before it, dropout probabilities in `[0, 1)`, 2 to [`MAX_CLASSES`]
+    /// outputs. Errors name the layer: `layer 3 (Linear(64, 10)) takes 64 inputs, but layer 1
+    /// (Linear(784, 128)) gives 128`.
+    pub fn sequential(layers: Vec<Layer>, loss: Loss) -> Result<Self, LayersError> {
+        let bad = |msg: String| Err(LayersError::Spec(msg));
+        let mut width: Option<(usize, usize)> = None; // (width, the layer that set it)
+        for (i, layer) in layers.iter().enumerate() {
+            let n = i + 1;
+            match *layer {
+                Layer::Linear { inputs, outputs } => {
+                    if inputs == 0 || outputs == 0 {
+                        return bad(format!("layer {n} ({layer}): every layer needs at least one unit"));
+                    }
+                    if let Some((w, from)) = width {
+                        if w != inputs {
+                            return bad(format!(
+                                "layer {n} ({layer}) takes {inputs} inputs, but layer {from} ({}) gives {w}",
+                                layers[from - 1]
+                            ));
+                        }
+                    }
+                    width = Some((outputs, n));
+                }
+                Layer::Dropout(p) => {
+                    if !(0.0..1.0).contains(&p) {
+                        return bad(format!(
+                            "layer {n} ({layer}): p is the probability of dropping a unit and must be in [0, 1)"
+                        ));
+                    }
+                }
+                Layer::Flatten | Layer::Activation(_) => {}
+            }
+        }
+        let linears: Vec<(usize, usize)> = layers
+            .iter()
+            .filter_map(|l| match *l {
+                Layer::Linear { inputs, outputs } => Some((inputs, outputs)),
+                _ => None,
+            })
+            .collect();
+        let (Some(&(input, _)), Some(&(_, output))) = (linears.first(), linears.last()) else {
+            return bad(format!("the network [{}] has no Linear layer; it needs at least one", describe_list(&layers)));
+        };
+        if !(2..=MAX_CLASSES).contains(&output) {
+            return bad(format!("the last Linear layer gives {output} outputs; the {} loss needs 2 to {MAX_CLASSES} classes", loss.name()));
+        }
+        Ok(Self { layers, loss, input, output })
+    }
+
+    /// The text form (`784-256-relu-dropout0.2-10`, see `sequential.rs`), checked like
+    /// [`NetworkSpec::sequential`].
+    pub fn parse(text: &str, loss: Loss) -> Result<Self, LayersError> {
+        Self::sequential(parse_layers(text)?, loss)
+    }
+
+    /// The same network with every activation replaced by `activation`.
     pub fn with_activation(mut self, activation: Activation) -> Self {
-        self.activation = activation;
+        for l in &mut self.layers {
+            if let Layer::Activation(a) = l {
+                *a = activation;
+            }
+        }
         self
     }
 
-    /// Checks the sizes: every layer at least 1 wide, 2 to [`MAX_CLASSES`] classes.
-    pub fn validate(&self) -> Result<(), LayersError> {
-        if self.input == 0 || self.hidden.contains(&0) {
-            return Err(LayersError::Spec(format!("every layer needs at least one unit, got {}", self.describe())));
-        }
-        if self.output < 2 || self.output > MAX_CLASSES {
-            return Err(LayersError::Spec(format!(
-                "the output layer needs 2 to {MAX_CLASSES} classes, got {}",
-                self.output
-            )));
-        }
-        Ok(())
+    /// The same layers with another loss.
+    pub fn with_loss(mut self, loss: Loss) -> Self {
+        self.loss = loss;
+        self
+    }
+
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
+
+    /// Width of an input row (the first linear layer's inputs).
+    pub fn input(&self) -> usize {
+        self.input
+    }
+
+    /// Outputs (classes) of the last linear layer.
+    pub fn output(&self) -> usize {
+        self.output
     }
 
     /// `(inputs, outputs)` of each linear layer, first to last.
     pub fn layer_shapes(&self) -> Vec<(usize, usize)> {
-        let mut sizes = vec![self.input];
-        sizes.extend(&self.hidden);
-        sizes.push(self.output);
-        sizes.windows(2).map(|w| (w[0], w[1])).collect()
+        self.layers
+            .iter()
+            .filter_map(|l| match *l {
+                Layer::Linear { inputs, outputs } => Some((inputs, outputs)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether any layer is a dropout with `p > 0` (training then draws masks).
+    pub fn has_dropout(&self) -> bool {
+        self.layers.iter().any(|l| matches!(l, Layer::Dropout(p) if *p > 0.0))
     }
 
     /// Number of trainable numbers (weights and biases).
@@ -87,36 +194,47 @@ impl NetworkSpec {
         self.layer_shapes().iter().map(|(i, o)| (i + 1) * o).sum()
     }
 
-    /// `784-128-10 relu`.
-    pub fn describe(&self) -> String {
-        let mut parts = vec![self.input.to_string()];
-        parts.extend(self.hidden.iter().map(|h| h.to_string()));
-        parts.push(self.output.to_string());
-        format!("{} {}", parts.join("-"), self.activation.name())
+    /// The text form of the layers: `784-128-relu-10`.
+    pub fn layers_string(&self) -> String {
+        layers_to_string(&self.layers)
     }
 
-    /// Seeded starting parameters `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`.
-    ///
-    /// Layers followed by ReLU get He initialisation (uniform, variance `2 / in`), which keeps
-    /// the activations' scale steady through ReLUs; layers followed by tanh, and the output
-    /// layer, get Glorot initialisation (uniform, variance `2 / (in + out)`). Biases start at 0.
+    /// The layers, and the loss when it is not cross-entropy: `784-128-relu-10`,
+    /// `2-8-tanh-2-sigmoid mse`.
+    pub fn describe(&self) -> String {
+        match self.loss {
+            Loss::CrossEntropy => self.layers_string(),
+            other => format!("{} {}", self.layers_string(), other.name()),
+        }
+    }
+
+    /// The initialisation of each linear layer, first to last: He when the next activation
+    /// (looking past dropout and flatten) is ReLU or GELU, else Glorot.
+    pub fn inits(&self) -> Vec<Init> {
+        let mut inits = Vec::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            if let Layer::Linear { .. } = layer {
+                let next = self.layers[i + 1..].iter().find(|l| !matches!(l, Layer::Dropout(_) | Layer::Flatten));
+                let he = matches!(next, Some(Layer::Activation(Activation::Relu | Activation::Gelu)));
+                inits.push(if he { Init::He } else { Init::Glorot });
+            }
+        }
+        inits
+    }
+
+    /// Seeded starting parameters `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`: each
+    /// weight uniform in `[-limit, limit]` of its [`Init`] (see [`NetworkSpec::inits`]), biases 0.
     pub fn init_parameters(&self, seed: u64) -> Vec<Matrix> {
         let shapes = self.layer_shapes();
-        let last = shapes.len() - 1;
         let mut params = Vec::with_capacity(2 * shapes.len());
-        for (l, &(i, o)) in shapes.iter().enumerate() {
-            let limit = if l < last && self.activation == Activation::Relu {
-                (6.0 / i as f32).sqrt()
-            } else {
-                (6.0 / (i + o) as f32).sqrt()
-            };
+        for (l, (&(i, o), init)) in shapes.iter().zip(self.inits()).enumerate() {
+            let limit = init.limit(i, o);
             let layer_seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(l as u64 + 1);
             params.push(Matrix::random_uniform(i, o, -limit, limit, layer_seed));
             params.push(Matrix::zeros(1, o));
         }
         params
     }
-
     /// Checks a parameter list `[W1, b1, ...]` against this network's shapes.
     pub fn check_parameters(&self, params: &[Matrix]) -> Result<(), LayersError> {
         let shapes = self.layer_shapes();
@@ -142,6 +260,11 @@ impl NetworkSpec {
         }
         Ok(())
     }
+}
+
+/// `Linear(784, 128), ReLU, ...` for error messages.
+fn describe_list(layers: &[Layer]) -> String {
+    layers.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// How parameters move against their gradients. The state (velocity, or Adam's moments) lives
@@ -242,6 +365,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sequential::{Init, Layer, Loss};
 
     #[test]
     fn shapes_and_counts() {
@@ -265,6 +389,38 @@ mod tests {
         assert!(Optimizer::sgd(0.1, 1.0).validate().is_err());
         assert!(Optimizer::sgd(f32::NAN, 0.0).validate().is_err());
         assert!(Optimizer::adam(1e-3).validate().is_ok());
+    }
+
+    #[test]
+    fn shape_errors_name_the_layer() {
+        let relu = Layer::Activation(Activation::Relu);
+        let lin = |inputs, outputs| Layer::Linear { inputs, outputs };
+        let cases: [(Vec<Layer>, &str); 5] = [
+            (vec![lin(784, 128), relu, lin(64, 10)], "layer 3 (Linear(64, 10)) takes 64 inputs, but layer 1 (Linear(784, 128)) gives 128"),
+            (vec![Layer::Flatten, lin(784, 128), Layer::Dropout(1.0), lin(128, 10)], "layer 3 (Dropout(1))"),
+            (vec![lin(4, 0), lin(0, 2)], "layer 1 (Linear(4, 0))"),
+            (vec![Layer::Flatten, relu], "has no Linear layer"),
+            (vec![lin(4, 1)], "gives 1 outputs"),
+        ];
+        for (layers, want) in cases {
+            let err = NetworkSpec::sequential(layers, Loss::CrossEntropy).unwrap_err().to_string();
+            assert!(err.contains(want), "{want:?} not in {err:?}");
+        }
+        let err = NetworkSpec::parse("784-128-relu-dropoutnan-10", Loss::Mse).unwrap_err().to_string();
+        assert!(err.contains("layer 3 (Dropout(NaN))"), "{err}");
+    }
+
+    #[test]
+    fn the_short_form_is_relu_between_widths_and_init_follows_the_activation() {
+        let spec = NetworkSpec::new(784, &[256, 128], 10).unwrap();
+        assert_eq!(spec.layers_string(), "784-256-relu-128-relu-10");
+        assert_eq!(spec, NetworkSpec::parse("784-256-relu-128-relu-10", Loss::CrossEntropy).unwrap());
+        assert_eq!(spec.inits(), [Init::He, Init::He, Init::Glorot]);
+        let spec = NetworkSpec::parse("4-8-dropout0.5-gelu-8-tanh-3-sigmoid", Loss::Mse).unwrap();
+        assert_eq!(spec.inits(), [Init::He, Init::Glorot, Init::Glorot]);
+        assert_eq!((spec.input(), spec.output(), spec.has_dropout()), (4, 3, true));
+        assert_eq!(spec.describe(), "4-8-dropout0.5-gelu-8-tanh-3-sigmoid mse");
+        assert_eq!(NetworkSpec::new(2, &[4], 2).unwrap().with_activation(Activation::Tanh).layers_string(), "2-4-tanh-2");
     }
 
     #[test]

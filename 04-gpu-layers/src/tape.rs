@@ -124,6 +124,23 @@ pub enum Op {
     /// For one or two layers: `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer
     /// step on `params`.
     LinearUpdate { first: LayerUpdate, second: Option<LayerUpdate>, counters: TensorId, opt: Optimizer },
+
+    // ---- more layers: composed tapes only (the fused kernels do not cover them) ---------------
+    /// `y = act(x)` into a separate tensor (the out-of-place form: GELU, or an activation on
+    /// another activation's output). x, y: `[B, cols]`.
+    ActivateCopy { x: View, y: View, act: Activation },
+    /// `dy *= act'(x)` in place, with the activation's input x. dy, x: `[B, cols]`.
+    ActivateCopyBackward { dy: View, x: View, act: Activation },
+    /// Inverted dropout with probability `p`: `mask = 1 / (1 - p)` or 0 per element, drawn from a
+    /// hash of (`seed`, the step in `counters`, element index); `y = x * mask`. x, y, mask:
+    /// `[B, cols]`. Only in training tapes.
+    Dropout { x: View, y: View, mask: View, counters: TensorId, seed: u32, p: f32 },
+    /// `dy *= mask` in place (the mask of this step's [`Op::Dropout`]). dy, mask: `[B, cols]`.
+    DropoutBackward { dy: View, mask: View },
+    /// Mean squared error against one-hot labels: y `[B, C]`, labels `[B]` -> out `[B, C]`
+    /// (dL/dy in training, y itself otherwise) and the counters, like
+    /// [`Op::SoftmaxCrossEntropy`].
+    MeanSquaredError { y: View, labels: TensorId, out: View, counters: TensorId, mode: Mode },
 }
 
 /// One layer's part of [`Op::LinearUpdate`]: x `[B, in]`, dy `[B, out]`, params/grads
@@ -153,6 +170,11 @@ impl Op {
             Op::OutputLayer { .. } => "output_layer",
             Op::LinearBackwardInput { .. } => "linear_backward_input",
             Op::LinearUpdate { .. } => "linear_update",
+            Op::ActivateCopy { .. } => "activation_copy_forward",
+            Op::ActivateCopyBackward { .. } => "activation_copy_backward",
+            Op::Dropout { .. } => "dropout_forward",
+            Op::DropoutBackward { .. } => "dropout_backward",
+            Op::MeanSquaredError { .. } => "mse",
         }
     }
 }

@@ -66,6 +66,8 @@ fn shared_constants() -> Vec<(&'static str, u32)> {
         ("ACT_NONE", Activation::code(None)),
         ("ACT_RELU", Activation::code(Some(Activation::Relu))),
         ("ACT_TANH", Activation::code(Some(Activation::Tanh))),
+        ("ACT_SIGMOID", Activation::code(Some(Activation::Sigmoid))),
+        ("ACT_GELU", Activation::code(Some(Activation::Gelu))),
         ("OPT_SGD", OPT_SGD),
         ("OPT_ADAM", OPT_ADAM),
         ("MODE_TRAIN", Mode::Train as u32),
@@ -117,7 +119,8 @@ pub(crate) struct BiasAddParams {
     pub _pad: [u32; 2],
 }
 
-/// `activation_forward.wgsl` and `activation_backward.wgsl`: `[batch, cols]`, an `ACT_*` code.
+/// `activation_forward.wgsl`, `activation_backward.wgsl` and their out-of-place twins
+/// `activation_copy_*.wgsl`: `[batch, cols]`, an `ACT_*` code.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ActivationParams {
@@ -215,9 +218,37 @@ pub(crate) struct Update {
     pub b: LayerShape,
 }
 
+/// `dropout_forward.wgsl`: `[batch, cols]`, the layer's seed, the integer threshold below which
+/// a unit is dropped (`floor(p * 2^32)`) and the scale of the kept ones (`1 / (1 - p)`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DropoutParams {
+    pub cols: u32,
+    pub seed: u32,
+    pub threshold: u32,
+    pub scale: f32,
+}
+
+/// `dropout_backward.wgsl`: `[batch, cols]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DropoutBackwardParams {
+    pub cols: u32,
+    pub _pad: [u32; 3],
+}
+
+/// `mse.wgsl`: `[batch, classes]` outputs, a `MODE_*` code.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct MseParams {
+    pub classes: u32,
+    pub mode: u32,
+    pub _pad: [u32; 2],
+}
+
 /// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 10] = [
+pub(crate) const UNIFORMS: [(&str, usize); 13] = [
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
     ("ActivationParams", size_of::<ActivationParams>()),
@@ -228,6 +259,9 @@ pub(crate) const UNIFORMS: [(&str, usize); 10] = [
     ("Opt", size_of::<Opt>()),
     ("LayerShape", size_of::<LayerShape>()),
     ("Update", size_of::<Update>()),
+    ("DropoutParams", size_of::<DropoutParams>()),
+    ("DropoutBackwardParams", size_of::<DropoutBackwardParams>()),
+    ("MseParams", size_of::<MseParams>()),
 ];
 
 #[cfg(test)]

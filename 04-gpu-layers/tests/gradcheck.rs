@@ -10,8 +10,8 @@
 use common::{check_close, test_context};
 use cpu_matrix::Matrix;
 use gpu_layers::{
-    Activation, ActivationLayer, CpuTape, CpuTrainer, Dim, Elem, Fusion, GpuTrainer, Linear, Mode, NetworkSpec, Op,
-    Optimizer, SoftmaxCrossEntropy, TensorId, TensorInfo, View,
+    Activation, ActivationLayer, CpuTape, CpuTrainer, Dim, DropoutLayer, Elem, Fusion, GpuTrainer, Layer, Linear, Loss,
+    MeanSquaredError, Mode, NetworkSpec, Op, Optimizer, SoftmaxCrossEntropy, TensorId, TensorInfo, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -75,7 +75,18 @@ fn act64(z: f64, act: Activation) -> f64 {
     match act {
         Activation::Relu => z.max(0.0),
         Activation::Tanh => z.tanh(),
+        Activation::Sigmoid => 1.0 / (1.0 + (-z).exp()),
+        Activation::Gelu => 0.5 * z * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (z + 0.044715 * z * z * z)).tanh()),
     }
+}
+
+/// Mean over rows and classes of (y - onehot)^2.
+fn mse64(y: &[f64], classes: usize, labels: &[u32]) -> f64 {
+    let mut total = 0.0;
+    for (z, &label) in y.chunks(classes).zip(labels) {
+        total += z.iter().enumerate().map(|(c, v)| (v - if c == label as usize { 1.0 } else { 0.0 }).powi(2)).sum::<f64>();
+    }
+    total / (labels.len() * classes) as f64
 }
 
 /// Mean cross-entropy of softmax(logits) over the rows.
@@ -90,17 +101,30 @@ fn cross_entropy64(logits: &[f64], classes: usize, labels: &[u32]) -> f64 {
     total / rows as f64
 }
 
-/// Loss of a whole network; `params[l]` is layer l's [(in + 1), out].
-fn network_loss64(spec: &NetworkSpec, params: &[Vec<f64>], x: &[f64], rows: usize, labels: &[u32]) -> f64 {
-    let shapes = spec.layer_shapes();
+/// Loss of a whole network at the parameters `params[l]` (linear layer l's [(in + 1), out]).
+/// `masks[i]` is the mask of the dropout at position i of the layer list (values 0 or 1/(1-p)):
+/// a FIXED mask, the one the trainers drew, so the loss is a smooth function of the parameters.
+fn network_loss64(spec: &NetworkSpec, params: &[Vec<f64>], masks: &[Option<Vec<f64>>], x: &[f64], rows: usize, labels: &[u32]) -> f64 {
     let mut h = x.to_vec();
-    for (l, &(i, o)) in shapes.iter().enumerate() {
-        h = linear64(&h, rows, i, &params[l], o);
-        if l + 1 < shapes.len() {
-            h.iter_mut().for_each(|v| *v = act64(*v, spec.activation));
+    let mut k = 0;
+    for (i, layer) in spec.layers().iter().enumerate() {
+        match *layer {
+            Layer::Flatten => {}
+            Layer::Linear { inputs, outputs } => {
+                h = linear64(&h, rows, inputs, &params[k], outputs);
+                k += 1;
+            }
+            Layer::Activation(act) => h.iter_mut().for_each(|v| *v = act64(*v, act)),
+            Layer::Dropout(_) => {
+                let m = masks[i].as_ref().expect("a mask for every dropout");
+                h.iter_mut().zip(m).for_each(|(v, m)| *v *= m);
+            }
         }
     }
-    cross_entropy64(&h, spec.output, labels)
+    match spec.loss() {
+        Loss::CrossEntropy => cross_entropy64(&h, spec.output(), labels),
+        Loss::Mse => mse64(&h, spec.output(), labels),
+    }
 }
 
 // ---- a tiny harness for running a layer's ops on the CPU tape -------------------------------
@@ -144,7 +168,7 @@ fn linear_backward_matches_finite_differences() {
 #[test]
 fn activation_backward_matches_finite_differences() {
     let (rows, cols) = (6, 9);
-    for act in [Activation::Relu, Activation::Tanh] {
+    for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
         // Keep |z| away from ReLU's kink at 0, where the derivative does not exist.
         let z: Vec<f64> = rounded(&random(rows * cols, 0.05, 2.0, 4))
             .iter()
@@ -162,6 +186,72 @@ fn activation_backward_matches_finite_differences() {
         let fd = finite_differences(&z, |z| z.iter().zip(&r).map(|(v, w)| act64(*v, act) * w).sum());
         assert_matches_fd(&format!("{act:?} backward"), tape.f32(dy.tensor), &fd);
     }
+}
+
+/// The out-of-place activations (GELU's only form), whose backward reads the input.
+#[test]
+fn activation_copy_backward_matches_finite_differences() {
+    let (rows, cols) = (6, 9);
+    for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid, Activation::Gelu] {
+        let z: Vec<f64> = rounded(&random(rows * cols, 0.05, 3.0, 4))
+            .iter()
+            .zip(random(rows * cols, -1.0, 1.0, 5))
+            .map(|(m, s)| if s < 0.0 { -m } else { *m })
+            .collect();
+        let r = rounded(&random(rows * cols, -1.0, 1.0, 6));
+        let mut t = Tensors(Vec::new());
+        let (x, y, dy) = (t.add("x", rows, cols), t.add("y", rows, cols), t.add("dy", rows, cols));
+        let layer = ActivationLayer { act };
+        let mut tape = CpuTape::new(&t.0, rows).unwrap();
+        tape.f32_mut(x.tensor).copy_from_slice(&to32(&z));
+        tape.f32_mut(dy.tensor).copy_from_slice(&to32(&r));
+        tape.run(&[layer.forward_copy(x, y), layer.backward_copy(dy, x)]).unwrap();
+        let fd = finite_differences(&z, |z| z.iter().zip(&r).map(|(v, w)| act64(*v, act) * w).sum());
+        assert_matches_fd(&format!("{act:?} backward (out of place)"), tape.f32(dy.tensor), &fd);
+    }
+}
+
+/// Dropout with its mask fixed (the one the forward pass drew): the layer is then `y = x * m`.
+#[test]
+fn dropout_backward_matches_finite_differences_with_a_fixed_mask() {
+    let (rows, cols) = (7, 9);
+    let x = rounded(&random(rows * cols, -1.0, 1.0, 12));
+    let r = rounded(&random(rows * cols, -1.0, 1.0, 13));
+    let mut t = Tensors(Vec::new());
+    let (xv, y, mask, dy) = (t.add("x", rows, cols), t.add("y", rows, cols), t.add("mask", rows, cols), t.add("dy", rows, cols));
+    t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
+    let counters = TensorId(t.0.len() - 1);
+    let layer = DropoutLayer { p: 0.4, seed: 99 };
+    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    tape.f32_mut(xv.tensor).copy_from_slice(&to32(&x));
+    tape.f32_mut(dy.tensor).copy_from_slice(&to32(&r));
+    tape.u32_mut(counters)[6] = 5; // step 5
+    tape.run(&[layer.forward(xv, y, mask, counters), layer.backward(dy, mask)]).unwrap();
+    let m: Vec<f64> = tape.f32(mask.tensor).iter().map(|&v| v as f64).collect();
+    let dropped = m.iter().filter(|&&v| v == 0.0).count();
+    assert!(dropped > 0 && dropped < m.len(), "a mask with some units dropped and some kept: {dropped} of {}", m.len());
+    let fd = finite_differences(&x, |x| x.iter().zip(&m).zip(&r).map(|((v, m), w)| v * m * w).sum());
+    assert_matches_fd("Dropout dL/dx = dy * mask", tape.f32(dy.tensor), &fd);
+}
+
+#[test]
+fn mse_backward_matches_finite_differences() {
+    let (rows, classes) = (6, 4);
+    let y = rounded(&random(rows * classes, -1.5, 1.5, 14));
+    let labels: Vec<u32> = (0..rows as u32).map(|r| (r * 3) % classes as u32).collect();
+    let mut t = Tensors(Vec::new());
+    let (yv, out) = (t.add("y", rows, classes), t.add("out", rows, classes));
+    t.0.push(TensorInfo { name: "labels".into(), rows: Dim::Fixed(rows), cols: 1, elem: Elem::U32 });
+    t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
+    let (label_id, counters) = (TensorId(2), TensorId(3));
+    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    tape.f32_mut(yv.tensor).copy_from_slice(&to32(&y));
+    tape.u32_mut(label_id).copy_from_slice(&labels);
+    tape.run(&[MeanSquaredError.forward_backward(yv, label_id, out, counters, Mode::Train)]).unwrap();
+    assert_matches_fd("MSE dL/dy", tape.f32(out.tensor), &finite_differences(&y, |y| mse64(y, classes, &labels)));
+    let c = tape.u32(counters);
+    let loss = ((c[1] as u64) << 32 | c[0] as u64) as f64 / 1048576.0 / rows as f64;
+    assert!((loss - mse64(&y, classes, &labels)).abs() < 1e-5, "{loss}");
 }
 
 #[test]
@@ -233,29 +323,61 @@ fn fused_backward_ops_match_finite_differences() {
 }
 
 /// The whole network: the gradients one training step computes (CPU composed, CPU fused, GPU
-/// fused, GPU composed) against finite differences of the f64 loss at the starting parameters.
+/// fused, GPU composed; networks the fused kernels do not cover get composed tapes either way)
+/// against finite differences of the f64 loss at the starting parameters, with the dropout
+/// masks the first step drew held fixed.
 #[test]
 fn network_gradients_match_finite_differences_on_both_devices() {
     let ctx = test_context();
     let rows = 6;
-    for spec in [NetworkSpec::new(4, &[6], 3).unwrap(), NetworkSpec::new(4, &[5, 3], 3).unwrap().with_activation(Activation::Tanh)] {
-        let x32 = Matrix::random_uniform(rows, spec.input, -1.0, 1.0, 11);
+    let specs = [
+        NetworkSpec::new(4, &[6], 3).unwrap(),
+        NetworkSpec::new(4, &[5, 3], 3).unwrap().with_activation(Activation::Tanh),
+        NetworkSpec::parse("4-6-sigmoid-5-gelu-3", Loss::CrossEntropy).unwrap(),
+        NetworkSpec::parse("flatten-4-6-gelu-dropout0.5-5-tanh-3-sigmoid", Loss::Mse).unwrap(),
+        NetworkSpec::parse("4-7-relu-dropout0.3-3", Loss::CrossEntropy).unwrap(),
+    ];
+    for spec in specs {
+        let x32 = Matrix::random_uniform(rows, spec.input(), -1.0, 1.0, 11);
         let x: Vec<f64> = x32.data.iter().map(|&v| v as f64).collect();
-        let labels: Vec<u32> = (0..rows as u32).map(|r| r % spec.output as u32).collect();
+        let labels: Vec<u32> = (0..rows as u32).map(|r| r % spec.output() as u32).collect();
         let start = spec.init_parameters(3);
         let flat: Vec<Vec<f64>> =
             start.chunks(2).map(|wb| wb[0].data.iter().chain(&wb[1].data).map(|&v| v as f64).collect()).collect();
         // Check that no ReLU pre-activation sits within 1e-3 of the kink.
-        if spec.activation == Activation::Relu {
+        if spec.layers().get(1) == Some(&Layer::Activation(Activation::Relu)) {
             let (i, o) = spec.layer_shapes()[0];
             assert!(linear64(&x, rows, i, &flat[0], o).iter().all(|z| z.abs() > 1e-3), "pick another seed");
         }
         let opt = Optimizer::sgd(0.1, 0.0);
         let mut computed: Vec<(String, Vec<Matrix>)> = Vec::new();
+        let mut masks: Vec<Option<Vec<f64>>> = vec![None; spec.layers().len()];
         for fusion in [Fusion::Composed, Fusion::Fused] {
             let mut c = CpuTrainer::with_fusion(&spec, opt, rows, 3, fusion).unwrap();
             c.train_step(&x32, &labels).unwrap();
             computed.push((format!("CPU {fusion:?}"), c.gradients()));
+            // The masks of the first step, from the CPU twin of the dropout kernel: the dropout
+            // at layer position i drew the mask of the op whose seed belongs to it.
+            let dropouts = c.network().train.iter().filter_map(|op| match op {
+                Op::Dropout { seed, p, .. } => Some((*seed, *p)),
+                _ => None,
+            });
+            let positions = spec.layers().iter().enumerate().filter(|(_, l)| matches!(l, Layer::Dropout(_))).map(|(i, _)| i);
+            for (i, (seed, p)) in positions.zip(dropouts) {
+                // The width at position i: the outputs of the last linear layer before it.
+                let cols = spec.layers()[..i]
+                    .iter()
+                    .rev()
+                    .find_map(|l| match l {
+                        Layer::Linear { outputs, .. } => Some(*outputs),
+                        _ => None,
+                    })
+                    .unwrap_or(spec.input());
+                let x1 = vec![1.0f32; rows * cols];
+                let (mut y, mut m) = (vec![0.0; x1.len()], vec![0.0; x1.len()]);
+                gpu_layers::cpu::dropout_forward(&x1, &mut y, &mut m, seed, 0, gpu_layers::cpu::dropout_threshold(p), 1.0 / (1.0 - p));
+                masks[i] = Some(m.iter().map(|&v| v as f64).collect());
+            }
             let g = GpuTrainer::with_options(ctx, &gpu_layers::Kernels::new(), &spec, opt, rows, 3, fusion).unwrap();
             g.write_batch(ctx, &x32, &labels).unwrap();
             g.train_steps(ctx, 1).unwrap();
@@ -265,7 +387,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
             let fd = finite_differences(&flat[l], |p| {
                 let mut params = flat.clone();
                 params[l] = p.to_vec();
-                network_loss64(&spec, &params, &x, rows, &labels)
+                network_loss64(&spec, &params, &masks, &x, rows, &labels)
             });
             for (who, grads) in &computed {
                 let g: Vec<f32> = grads[2 * l].data.iter().chain(&grads[2 * l + 1].data).copied().collect();

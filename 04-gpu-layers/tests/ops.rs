@@ -191,6 +191,67 @@ fn activations_forward_and_backward() {
 }
 
 #[test]
+fn activations_out_of_place_and_sigmoid_in_place() {
+    for (mb, b) in BATCHES {
+        for cols in WIDTHS {
+            for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid, Activation::Gelu] {
+                let mut c = Case::new();
+                let x = c.tensor("x", Dim::Batch, cols, Elem::F32);
+                let y = c.output("y", Dim::Batch, cols);
+                c.check(&[Op::ActivateCopy { x: c.view(x), y: c.view(y), act }], mb, b, (1e-5, 1e-6));
+                let mut c = Case::new();
+                let dy = c.tensor("dy", Dim::Batch, cols, Elem::F32);
+                let x = c.tensor("x", Dim::Batch, cols, Elem::F32);
+                c.check(&[Op::ActivateCopyBackward { dy: c.view(dy), x: c.view(x), act }], mb, b, (1e-5, 1e-6));
+            }
+            let mut c = Case::new();
+            let y = c.tensor("y", Dim::Batch, cols, Elem::F32);
+            c.check(&[Op::Activate { y: c.view(y), act: Activation::Sigmoid }], mb, b, (1e-6, 1e-6));
+            let mut c = Case::new();
+            let dy = c.tensor("dy", Dim::Batch, cols, Elem::F32);
+            let y = c.tensor("y", Dim::Batch, cols, Elem::F32);
+            c.check(&[Op::ActivateBackward { dy: c.view(dy), y: c.view(y), act: Activation::Sigmoid }], mb, b, (1e-6, 1e-7));
+        }
+    }
+}
+
+/// The GPU and the CPU draw the SAME dropout mask (an integer hash of seed, step and element
+/// index, compared with an integer threshold): masks and outputs must be bit for bit equal.
+#[test]
+fn dropout_masks_agree_between_devices() {
+    for (mb, b) in BATCHES {
+        for cols in WIDTHS.into_iter().chain([257]) {
+            for p in [0.2, 0.5] {
+                let mut c = Case::new();
+                let x = c.tensor("x", Dim::Batch, cols, Elem::F32);
+                let y = c.output("y", Dim::Batch, cols);
+                let mask = c.output("mask", Dim::Batch, cols);
+                let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+                let op = Op::Dropout { x: c.view(x), y: c.view(y), mask: c.view(mask), counters, seed: 12345, p };
+                c.check(&[op], mb, b, (0.0, 0.0));
+                let mut c = Case::new();
+                let dy = c.tensor("dy", Dim::Batch, cols, Elem::F32);
+                let mask = c.tensor("mask", Dim::Batch, cols, Elem::F32);
+                c.check(&[Op::DropoutBackward { dy: c.view(dy), mask: c.view(mask) }], mb, b, (0.0, 0.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn mean_squared_error_every_mode() {
+    for (mb, b) in BATCHES {
+        for classes in [2, 10, 17, 65] {
+            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                let (c, y, labels, out, counters) = loss_case(classes, true);
+                let op = Op::MeanSquaredError { y: c.view(y), labels, out: c.view(out), counters, mode };
+                c.check(&[op], mb, b, (1e-5, 1e-7));
+            }
+        }
+    }
+}
+
+#[test]
 fn column_sum_is_a_parallel_reduction() {
     for (mb, b) in BATCHES {
         for cols in WIDTHS.into_iter().chain([257]) {

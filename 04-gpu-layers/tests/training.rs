@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use common::{GpuContext, assert_close, test_context};
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, NetworkSpec, Optimizer};
+use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, NetworkSpec, Optimizer};
 
 fn kernels() -> &'static Arc<Kernels> {
     static K: OnceLock<Arc<Kernels>> = OnceLock::new();
@@ -45,7 +45,7 @@ fn gpu_matches_cpu(spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
     let mut c = CpuTrainer::new(spec, opt, max_batch, 7).unwrap();
     assert_params_close(ctx, &g, &c, "initial parameters");
     for (step, rows) in [17, 17, 17, 6].into_iter().enumerate() {
-        let (x, labels) = batch(rows, spec.input, spec.output, step as u64);
+        let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64);
         g.write_batch(ctx, &x, &labels).unwrap();
         g.train_steps(ctx, 1).unwrap();
         c.train_step(&x, &labels).unwrap();
@@ -91,6 +91,76 @@ fn deeper_tanh_and_hidden_free_networks_gpu_equals_cpu() {
             gpu_matches_cpu(&spec, Optimizer::sgd(0.05, 0.5), fusion);
             gpu_matches_cpu(&spec, Optimizer::adam(1e-3), fusion);
         }
+    }
+}
+
+/// Dropout (the same masks on both devices, drawn from the step counter), GELU, sigmoid, flatten
+/// and MSE: networks the fused kernels do not cover, so both "fusions" run the composed tapes.
+#[test]
+fn dropout_gelu_sigmoid_and_mse_networks_gpu_equals_cpu() {
+    for (text, loss) in [("13-17-relu-dropout0.3-9-gelu-5", Loss::CrossEntropy), ("flatten-13-17-sigmoid-dropout0.5-5-tanh", Loss::Mse)] {
+        let spec = NetworkSpec::parse(text, loss).unwrap();
+        gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused);
+        gpu_matches_cpu(&spec, Optimizer::adam(1e-3), Fusion::Composed);
+    }
+}
+
+/// Dropout is the identity at evaluation and prediction: a network with dropout layers gives
+/// the same metrics and probabilities as the same network without them, on both devices.
+#[test]
+fn dropout_is_off_at_evaluation_and_prediction() {
+    let ctx = test_context();
+    let with = NetworkSpec::parse("13-17-relu-dropout0.5-9-tanh-dropout0.2-5", Loss::CrossEntropy).unwrap();
+    let without = NetworkSpec::parse("13-17-relu-9-tanh-5", Loss::CrossEntropy).unwrap();
+    let opt = Optimizer::sgd(0.1, 0.0);
+    let params = with.init_parameters(3);
+    let (x, labels) = batch(17, 13, 5, 4);
+    let mut results = Vec::new();
+    for spec in [&with, &without] {
+        // Composed tapes for both (the network without dropout would get the fused kernels, which
+        // sum in another order).
+        let g = gpu(spec, opt, 17, Fusion::Composed);
+        g.load_parameters(ctx, &params).unwrap();
+        g.write_batch(ctx, &x, &labels).unwrap();
+        g.eval(ctx).unwrap();
+        let gm = g.take_metrics(ctx).unwrap();
+        let mut c = CpuTrainer::new(spec, opt, 17, 3).unwrap();
+        c.load_parameters(&params).unwrap();
+        c.eval_batch(&x, &labels).unwrap();
+        let cm = c.take_metrics().unwrap();
+        results.push((gm, cm, g.predict_probs(ctx, &x).unwrap(), c.predict_probs(&x).unwrap()));
+    }
+    let (a, b) = (&results[0], &results[1]);
+    assert_eq!((a.0, a.1), (b.0, b.1), "metrics with and without dropout layers");
+    common::assert_same(&a.2.data, &b.2.data);
+    common::assert_same(&a.3.data, &b.3.data);
+}
+
+/// The XOR demo with the loss of the original devlog: mean squared error on sigmoid outputs.
+#[test]
+fn xor_trains_with_mse_on_both_devices() {
+    let ctx = test_context();
+    let spec = NetworkSpec::parse("2-8-tanh-2-sigmoid", Loss::Mse).unwrap();
+    let opt = Optimizer::adam(0.05);
+    let g = gpu(&spec, opt, 4, Fusion::Fused);
+    let mut c = CpuTrainer::new(&spec, opt, 4, 7).unwrap();
+    let x = Matrix::new(4, 2, vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]).unwrap();
+    let labels = [0u32, 1, 1, 0];
+    g.write_batch(ctx, &x, &labels).unwrap();
+    g.train_steps(ctx, 1).unwrap();
+    c.train_step(&x, &labels).unwrap();
+    let first = (g.take_metrics(ctx).unwrap().mean_loss(), c.take_metrics().unwrap().mean_loss());
+    g.train_steps(ctx, 299).unwrap();
+    for _ in 0..299 {
+        c.train_step(&x, &labels).unwrap();
+    }
+    g.take_metrics(ctx).unwrap();
+    c.take_metrics().unwrap();
+    g.eval(ctx).unwrap();
+    c.eval_batch(&x, &labels).unwrap();
+    for (who, start, m) in [("GPU", first.0, g.take_metrics(ctx).unwrap()), ("CPU", first.1, c.take_metrics().unwrap())] {
+        assert_eq!(m.correct, 4, "{who}: XOR with MSE classifies all four points");
+        assert!(m.mean_loss() < 0.01 && m.mean_loss() < 0.1 * start, "{who}: MSE {start} -> {}", m.mean_loss());
     }
 }
 
@@ -238,7 +308,8 @@ fn nan_loss_is_an_error_on_both_devices() {
     g.write_batch(ctx, &x, &[0u32, 1]).unwrap();
     g.train_steps(ctx, 1).unwrap();
     c.train_step(&x, &[0u32, 1]).unwrap();
-    assert!(matches!(g.take_metrics(ctx), Err(LayersError::NonFinite { .. })));
+    let got = g.take_metrics(ctx);
+    assert!(matches!(got, Err(LayersError::NonFinite { .. })), "{got:?}");
     assert!(matches!(c.take_metrics(), Err(LayersError::NonFinite { .. })));
 }
 

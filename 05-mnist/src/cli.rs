@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use clap::{Args, Parser, Subcommand};
+use gpu_layers::{Layer, Loss, Network};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::index::sample;
 
 use crate::data::{self, Dataset};
+use crate::datasets::DatasetKind;
 use crate::data_args::{DataArgs, at_least_one, find_data, load_data};
 use crate::error::{MnistError, Result};
 use crate::metrics::{Confusion, thousands, write_metrics};
@@ -57,6 +59,14 @@ pub struct TrainArgs {
     /// Hidden layer sizes, comma-separated (`512,256` for two layers; `none` for softmax regression).
     #[arg(long, value_name = "SIZES", default_value = "128", value_parser = parse_hidden)]
     pub hidden: Hidden,
+    /// Every layer, separated by `-`: a number is a width (the first is the input, 784; each
+    /// later one adds a linear layer), and relu, tanh, sigmoid, gelu, dropoutP (dropout0.2)
+    /// and flatten add those layers. Example: 784-256-relu-dropout0.2-128-relu-10.
+    #[arg(long, value_name = "LAYERS", conflicts_with = "hidden", value_parser = parse_layer_list)]
+    pub layers: Option<LayerList>,
+    /// The loss after the last layer: cross-entropy (softmax) or mse (against one-hot labels).
+    #[arg(long, value_name = "LOSS", default_value = "cross-entropy", value_parser = parse_loss)]
+    pub loss: Loss,
     /// Images per training step.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub batch_size: usize,
@@ -128,6 +138,18 @@ pub struct PredictArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hidden(pub Vec<usize>);
 
+/// The layers of `--layers` (a newtype so clap keeps the list as one value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerList(pub Vec<Layer>);
+
+fn parse_layer_list(s: &str) -> Result<LayerList, String> {
+    gpu_layers::sequential::parse_layers(s).map(LayerList).map_err(|e| e.to_string())
+}
+
+fn parse_loss(s: &str) -> Result<Loss, String> {
+    Loss::parse(s).map_err(|e| e.to_string())
+}
+
 fn parse_hidden(s: &str) -> Result<Hidden, String> {
     let s = s.trim();
     if s.is_empty() || s.eq_ignore_ascii_case("none") {
@@ -164,7 +186,8 @@ impl TrainArgs {
     pub fn config(&self) -> TrainConfig {
         let optimizer = self.optimizer.optimizer(self.lr.unwrap_or(self.optimizer.default_lr()), self.momentum);
         TrainConfig {
-            hidden: self.hidden.0.clone(),
+            layers: self.layers.as_ref().map_or_else(|| TrainConfig::mlp(&self.hidden.0), |l| l.0.clone()),
+            loss: self.loss,
             batch_size: self.batch_size,
             epochs: self.epochs,
             optimizer,
@@ -213,6 +236,12 @@ fn run_train(args: &TrainArgs) -> Result<()> {
                 eprintln!("{n}");
             }
             eprintln!("device: {}", selected.device.describe());
+        }
+    }
+    if let Device::Gpu(_) = &selected.device {
+        match Network::fused_blocker(&spec) {
+            None => println!("GPU tapes: the fused kernels (3 dispatches per step for one hidden layer)"),
+            Some(why) => println!("GPU tapes: composed ops, because {why}"),
         }
     }
     println!(
@@ -290,13 +319,20 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     }
     if args.preview > 0 {
         let mut classifier = outcome.model.classifier()?;
-        print!("{}", preview(&mut classifier, &data.test, args.preview, cfg.seed)?);
+        print!("{}", preview(&mut classifier, &data.test, args.preview, cfg.seed, data.kind)?);
     }
     Ok(())
 }
 
-/// A few seeded random test digits with the model's predictions, drawn in half blocks.
-pub fn preview(classifier: &mut crate::model_io::Classifier, test: &Dataset, count: usize, seed: u64) -> Result<String> {
+/// A few seeded random test images with the model's predictions, drawn in half blocks and
+/// captioned with `kind`'s class names.
+pub fn preview(
+    classifier: &mut crate::model_io::Classifier,
+    test: &Dataset,
+    count: usize,
+    seed: u64,
+    kind: DatasetKind,
+) -> Result<String> {
     let count = count.min(test.len());
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let picks = sample(&mut rng, test.len(), count).into_vec();
@@ -307,7 +343,8 @@ pub fn preview(classifier: &mut crate::model_io::Classifier, test: &Dataset, cou
         .zip(&predicted)
         .map(|(&i, &p)| PreviewItem { pixels: test.image(i), predicted: p, label: test.labels[i] })
         .collect();
-    Ok(format!("\n{}", render_grid(&items, per_row_for(terminal_columns()))))
+    let names = kind.class_names();
+    Ok(format!("\n{}", render_grid(&items, names, per_row_for(terminal_columns(), &items, names))))
 }
 
 /// Fails early when `path`'s folder does not exist (better now than after training).
@@ -321,7 +358,8 @@ fn check_writable(path: &Path) -> Result<()> {
 
 fn run_eval(args: &EvalArgs) -> Result<()> {
     let model = load_model(&args.model)?;
-    let dir = find_data(&args.data)?;
+    let kind = args.data.dataset.unwrap_or(model.dataset);
+    let dir = find_data(&args.data, kind)?;
     let mut test = data::load_split(&data::file_path(&dir, data::TEST_IMAGES), &data::file_path(&dir, data::TEST_LABELS))?;
     if let Some(n) = args.data.limit_test {
         test = test.take(n);
@@ -329,7 +367,7 @@ fn run_eval(args: &EvalArgs) -> Result<()> {
     let start = std::time::Instant::now();
     let predicted = model.classifier()?.predict(&test.images)?;
     let confusion = Confusion::new(&test.labels, &predicted);
-    println!("model {} from {}", model.spec.describe(), args.model.display());
+    println!("model {} ({}) from {}, on the {} test set", model.spec.describe(), model.dataset.title(), args.model.display(), kind.title());
     println!(
         "test accuracy {:.2}% ({} of {} images) in {:.2} s on the CPU",
         100.0 * confusion.accuracy(),
@@ -338,6 +376,10 @@ fn run_eval(args: &EvalArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     print!("{}", confusion.render());
+    if kind != DatasetKind::Mnist {
+        let names: Vec<String> = kind.class_names().iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
+        println!("classes: {}", names.join(", "));
+    }
     Ok(())
 }
 
@@ -349,9 +391,10 @@ fn run_predict(args: &PredictArgs) -> Result<()> {
         let result = preprocess::preprocess_file(path).and_then(|px| Ok((classifier.probabilities(&px)?, px)));
         match result {
             Ok((probs, px)) => {
-                let digit = argmax(&probs);
-                println!("{}: {digit} ({:.1}%)", path.display(), 100.0 * probs[digit as usize]);
-                let row: Vec<String> = probs.iter().enumerate().map(|(d, p)| format!("{d}: {p:.4}")).collect();
+                let class = argmax(&probs);
+                let names = model.dataset.class_names();
+                println!("{}: {} ({:.1}%)", path.display(), names[class as usize], 100.0 * probs[class as usize]);
+                let row: Vec<String> = probs.iter().enumerate().map(|(d, p)| format!("{}: {p:.4}", names[d])).collect();
                 println!("  {}", row.join("  "));
                 if args.show {
                     for line in digit_lines(&px) {
@@ -382,6 +425,29 @@ mod tests {
         assert_eq!(parse_hidden("none").unwrap(), Hidden(vec![]));
         assert!(parse_hidden("128,0").unwrap_err().contains("at least 1"));
         assert!(parse_hidden("12x").unwrap_err().contains("not a layer size"));
+    }
+
+    #[test]
+    fn layers_loss_and_dataset_parse() {
+        let cli = Cli::try_parse_from(["mnist", "--layers", "784-256-relu-dropout0.2-10", "--loss", "mse", "--dataset", "fashion"]).unwrap();
+        let cfg = cli.train.config();
+        assert_eq!(cfg.spec().unwrap().describe(), "784-256-relu-dropout0.2-10 mse");
+        assert_eq!(cli.train.data.dataset, Some(DatasetKind::Fashion));
+        // --hidden is the short form of the same thing.
+        let cli = Cli::try_parse_from(["mnist", "--hidden", "512,256"]).unwrap();
+        assert_eq!(cli.train.config().spec().unwrap().layers_string(), "784-512-relu-256-relu-10");
+        for bad in [
+            vec!["mnist", "--layers", "784-12x-10"],
+            vec!["mnist", "--layers", "784-dropout-10"],
+            vec!["mnist", "--layers", "784-10", "--hidden", "64"],
+            vec!["mnist", "--loss", "hinge"],
+            vec!["mnist", "--dataset", "cifar"],
+        ] {
+            assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?} was accepted");
+        }
+        // Parsed, but not an MNIST network: refused before any data is read, naming the flag.
+        let cli = Cli::try_parse_from(["mnist", "--layers", "784-128-relu-9"]).unwrap();
+        assert!(cli.train.config().validate().unwrap_err().to_string().contains("--layers"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
 use crate::idx;
 
@@ -24,7 +25,8 @@ pub const STD: f32 = 0.3081;
 pub const SCALE: f32 = 1.0 / (255.0 * STD);
 pub const SHIFT: f32 = -MEAN / STD;
 
-/// The environment variable naming the data folder.
+/// The environment variable naming the MNIST folder (Fashion-MNIST's is `FASHION_MNIST_DIR`,
+/// see `datasets.rs`).
 pub const DATA_ENV: &str = "MNIST_DIR";
 
 /// The four files, by their names without `.gz` (either form is accepted on disk).
@@ -53,7 +55,7 @@ impl Dataset {
             )));
         }
         if let Some(l) = labels.iter().find(|&&l| l as usize >= CLASSES) {
-            return Err(MnistError::Dataset(format!("label {l} is not a digit 0..9")));
+            return Err(MnistError::Dataset(format!("label {l} is not a class 0..9")));
         }
         Ok(Self { images, labels })
     }
@@ -78,11 +80,12 @@ impl Dataset {
     }
 }
 
-/// Both splits.
+/// Both splits of a data set (MNIST or Fashion-MNIST: `kind` says which).
 #[derive(Debug, Clone)]
 pub struct Mnist {
     pub train: Dataset,
     pub test: Dataset,
+    pub kind: DatasetKind,
 }
 
 /// The path of `name` in `dir`: the raw file if present, else `name.gz` (which may not exist).
@@ -118,21 +121,23 @@ pub fn load_split(images: &Path, labels: &Path) -> Result<Dataset> {
     Dataset::new(img.data, lab.data)
 }
 
-/// Loads the training and test splits from `dir`.
-pub fn load(dir: &Path) -> Result<Mnist> {
+/// Loads the training and test splits of `kind` from `dir` (both data sets use the same file
+/// names and format).
+pub fn load(dir: &Path, kind: DatasetKind) -> Result<Mnist> {
     let train = load_split(&file_path(dir, TRAIN_IMAGES), &file_path(dir, TRAIN_LABELS))?;
     let test = load_split(&file_path(dir, TEST_IMAGES), &file_path(dir, TEST_LABELS))?;
-    Ok(Mnist { train, test })
+    Ok(Mnist { train, test, kind })
 }
 
-/// Where the data lives: `--data-dir` if given, then `$MNIST_DIR`, then `data/mnist` under the
-/// workspace (the nearest folder above the current one whose Cargo.toml has `[workspace]`),
-/// else `data/mnist` under the current folder.
-pub fn resolve_data_dir(cli: Option<&Path>) -> PathBuf {
+/// Where the data of `kind` lives: `--data-dir` if given, then `$MNIST_DIR` (Fashion-MNIST:
+/// `$FASHION_MNIST_DIR`), then `data/mnist` (`data/fashion-mnist`) under the workspace (the
+/// nearest folder above the current one whose Cargo.toml has `[workspace]`), else under the
+/// current folder.
+pub fn resolve_data_dir(cli: Option<&Path>, kind: DatasetKind) -> PathBuf {
     if let Some(dir) = cli {
         return dir.to_path_buf();
     }
-    if let Some(dir) = std::env::var_os(DATA_ENV).filter(|s| !s.is_empty()) {
+    if let Some(dir) = std::env::var_os(kind.dir_env()).filter(|s| !s.is_empty()) {
         return PathBuf::from(dir);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -140,7 +145,7 @@ pub fn resolve_data_dir(cli: Option<&Path>) -> PathBuf {
         .ancestors()
         .find(|d| std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|s| s.contains("[workspace]")))
         .unwrap_or(&cwd);
-    root.join("data").join("mnist")
+    root.join("data").join(kind.default_subdir())
 }
 
 /// `pixels` (u8) -> normalized f32 inputs, `out.len() == pixels.len()`.
@@ -197,6 +202,6 @@ mod tests {
 
     #[test]
     fn data_dir_prefers_the_flag() {
-        assert_eq!(resolve_data_dir(Some(Path::new("/x/y"))), PathBuf::from("/x/y"));
+        assert_eq!(resolve_data_dir(Some(Path::new("/x/y")), DatasetKind::Fashion), PathBuf::from("/x/y"));
     }
 }

@@ -1,20 +1,26 @@
-//! Where the data comes from: the flags every command that reads MNIST shares (`train`, `eval`,
-//! `serve`: `--data-dir`, `--limit-test`), and finding, downloading and loading the files they
-//! name. Apart from `cli.rs` so that `serve` shares them without importing the command line.
+//! Where the data comes from: the flags every command that reads a data set shares (`train`,
+//! `eval`, `serve`: `--dataset`, `--data-dir`, `--limit-test`), and finding, downloading and
+//! loading the files they name. Apart from `cli.rs` so that `serve` shares them without importing the command line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
 use crate::data::{self, Mnist};
+use crate::datasets::DatasetKind;
 use crate::download;
 use crate::error::Result;
 use crate::metrics::thousands;
 
 #[derive(Debug, Clone, Args)]
 pub struct DataArgs {
-    /// Folder with the four MNIST files (.gz or raw). Default: $MNIST_DIR, else data/mnist in
-    /// the workspace. Missing files are downloaded there.
+    /// The data set: handwritten digits or Zalando's Fashion-MNIST (clothes, same format)
+    /// [default: mnist; for eval, the one the model was trained on].
+    #[arg(long, value_enum)]
+    pub dataset: Option<DatasetKind>,
+    /// Folder with the data set's four files (.gz or raw). Default: $MNIST_DIR
+    /// ($FASHION_MNIST_DIR), else data/mnist (data/fashion-mnist) in the workspace. Missing
+    /// files are downloaded there.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Evaluate on the first N test images only.
@@ -23,22 +29,32 @@ pub struct DataArgs {
 }
 
 
-/// The data folder `args` name (or the default), with the four files downloaded into it when
-/// any is missing.
-pub fn find_data(args: &DataArgs) -> Result<PathBuf> {
-    let dir = data::resolve_data_dir(args.data_dir.as_deref());
+/// The folder of `kind`'s files (`args.data_dir`, or the default), with the four files
+/// downloaded into it when any is missing.
+pub fn find_data(args: &DataArgs, kind: DatasetKind) -> Result<PathBuf> {
+    let dir = data::resolve_data_dir(args.data_dir.as_deref(), kind);
     if !data::files_present(&dir) {
-        eprintln!("MNIST is not in {}; downloading it there", dir.display());
-        download_into(&dir)?;
+        eprintln!("{} is not in {}; downloading it there", kind.title(), dir.display());
+        let mirrors = download::mirrors(kind);
+        let mirrors: Vec<&str> = mirrors.iter().map(String::as_str).collect();
+        download::download_missing(&dir, kind, &mirrors, |line| eprintln!("{line}"))?;
     }
     Ok(dir)
 }
 
-/// Finds (or downloads) and loads the data, and applies the limits.
+/// Finds (or downloads) and loads the data set (`--dataset`, MNIST by default), and applies the
+/// limits.
 pub fn load_data(args: &DataArgs, limit_train: Option<usize>) -> Result<Mnist> {
-    let dir = find_data(args)?;
-    let mut m = data::load(&dir)?;
-    eprintln!("data: {} training and {} test images from {}", thousands(m.train.len() as u64), thousands(m.test.len() as u64), dir.display());
+    let kind = args.dataset.unwrap_or_default();
+    let dir = find_data(args, kind)?;
+    let mut m = data::load(&dir, kind)?;
+    eprintln!(
+        "data: {}, {} training and {} test images from {}",
+        kind.title(),
+        thousands(m.train.len() as u64),
+        thousands(m.test.len() as u64),
+        dir.display()
+    );
     if let Some(n) = limit_train {
         m.train = m.train.take(n);
     }
@@ -49,13 +65,6 @@ pub fn load_data(args: &DataArgs, limit_train: Option<usize>) -> Result<Mnist> {
         eprintln!("using the first {} training and {} test images", thousands(m.train.len() as u64), thousands(m.test.len() as u64));
     }
     Ok(m)
-}
-
-fn download_into(dir: &Path) -> Result<()> {
-    let mirrors = download::mirrors();
-    let mirrors: Vec<&str> = mirrors.iter().map(String::as_str).collect();
-    download::download_missing(dir, &mirrors, |line| eprintln!("{line}"))?;
-    Ok(())
 }
 
 /// A clap parser for counts: a whole number, at least 1.

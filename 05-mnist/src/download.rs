@@ -1,8 +1,8 @@
-//! Downloading MNIST from public mirrors, so that a download can never look like valid data
-//! unless it is.
+//! Downloading MNIST and Fashion-MNIST from public mirrors, so that a download can never look
+//! like valid data unless it is.
 //!
-//! For each missing file we try the mirrors in order (the ossci-datasets S3 bucket, then
-//! yann.lecun.com, which is often down). A download counts only when it decompresses and the
+//! For each missing file we try the mirrors of its data set in order (`datasets.rs`; for MNIST
+//! the ossci-datasets S3 bucket, then yann.lecun.com, which is often down). A download counts only when it decompresses and the
 //! SHA-256 of the decompressed bytes equals the known sum below (the sums of the raw files are
 //! the same whichever mirror gzipped them). The bytes go to a temporary file in the target
 //! folder, are flushed to disk, and only then renamed to their final name: a rename within
@@ -16,43 +16,31 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::data::FILE_NAMES;
+use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
 use crate::idx::gunzip;
 
-/// The public mirrors, tried in this order. Each serves `<base><name>.gz`.
-pub const MIRRORS: [&str; 2] = ["https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"];
-
-/// The environment variable that replaces [`MIRRORS`]: base URLs separated by commas (a local
-/// mirror, or a dead address in tests that must not reach the internet).
-pub const MIRRORS_ENV: &str = "MNIST_MIRRORS";
-
-/// The mirrors to try: `$MNIST_MIRRORS` when set, else [`MIRRORS`].
-pub fn mirrors() -> Vec<String> {
-    match std::env::var(MIRRORS_ENV) {
+/// The mirrors to try for `kind`: `$MNIST_MIRRORS` (or `$FASHION_MNIST_MIRRORS`) when set, else
+/// the public ones ([`DatasetKind::mirrors`]).
+pub fn mirrors(kind: DatasetKind) -> Vec<String> {
+    match std::env::var(kind.mirrors_env()) {
         Ok(list) if !list.trim().is_empty() => list
             .split(',')
             .map(|m| m.trim())
             .filter(|m| !m.is_empty())
             .map(|m| if m.ends_with('/') { m.to_string() } else { format!("{m}/") })
             .collect(),
-        _ => MIRRORS.iter().map(|m| m.to_string()).collect(),
+        _ => kind.mirrors().iter().map(|m| m.to_string()).collect(),
     }
 }
 
-/// SHA-256 of each decompressed file (identical to the official files).
-pub const SHA256_RAW: [(&str, &str); 4] = [
-    ("train-images-idx3-ubyte", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
-    ("train-labels-idx1-ubyte", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
-    ("t10k-images-idx3-ubyte", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
-    ("t10k-labels-idx1-ubyte", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
-];
-
-/// The largest download we accept (the biggest MNIST file is 9.9 MB gzipped).
+/// The largest download we accept (the biggest file, Fashion-MNIST's training images, is 26 MB
+/// gzipped).
 const MAX_DOWNLOAD: u64 = 64 << 20;
 
-/// The known SHA-256 (hex) of the decompressed file `name`, if it is one of MNIST's four.
+/// The known SHA-256 (hex) of the decompressed MNIST file `name`.
 pub fn expected_sha256(name: &str) -> Option<&'static str> {
-    SHA256_RAW.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    DatasetKind::Mnist.expected_sha256(name)
 }
 
 /// Lower-case hex SHA-256 of `bytes`.
@@ -60,9 +48,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Downloads every MNIST file missing from `dir` (creating `dir`), trying `mirrors` in order.
+/// Downloads every file of `kind` missing from `dir` (creating `dir`), trying `mirrors` in order.
 /// `log` receives one line per action. Returns the paths written.
-pub fn download_missing(dir: &Path, mirrors: &[&str], mut log: impl FnMut(&str)) -> Result<Vec<PathBuf>> {
+pub fn download_missing(dir: &Path, kind: DatasetKind, mirrors: &[&str], mut log: impl FnMut(&str)) -> Result<Vec<PathBuf>> {
     let missing: Vec<&str> = FILE_NAMES.iter().copied().filter(|n| !crate::data::file_path(dir, n).is_file()).collect();
     if missing.is_empty() {
         return Ok(Vec::new());
@@ -71,7 +59,7 @@ pub fn download_missing(dir: &Path, mirrors: &[&str], mut log: impl FnMut(&str))
     let agent = agent();
     let mut written = Vec::new();
     for name in missing {
-        written.push(download_file(&agent, dir, name, mirrors, &mut log)?);
+        written.push(download_file(&agent, dir, kind, name, mirrors, &mut log)?);
     }
     Ok(written)
 }
@@ -90,11 +78,14 @@ fn agent() -> ureq::Agent {
 pub fn download_file(
     agent: &ureq::Agent,
     dir: &Path,
+    kind: DatasetKind,
     name: &str,
     mirrors: &[&str],
     log: &mut impl FnMut(&str),
 ) -> Result<PathBuf> {
-    let expected = expected_sha256(name).ok_or_else(|| MnistError::InvalidArgument(format!("{name} is not an MNIST file")))?;
+    let expected = kind
+        .expected_sha256(name)
+        .ok_or_else(|| MnistError::InvalidArgument(format!("{name} is not a {} file", kind.title())))?;
     let target = dir.join(format!("{name}.gz"));
     let mut attempts = Vec::new();
     for base in mirrors {
@@ -112,7 +103,7 @@ pub fn download_file(
             }
         }
     }
-    Err(MnistError::Download { file: format!("{name}.gz"), attempts })
+    Err(MnistError::Download { file: format!("{name}.gz"), attempts, kind })
 }
 
 /// GETs `url` and checks the SHA-256 of its decompressed body. `Err` says why it is unusable.
@@ -126,7 +117,7 @@ fn fetch_verified(agent: &ureq::Agent, url: &str, expected: &str) -> Result<Vec<
         .read_to_end(&mut bytes)
         .map_err(|e| format!("download interrupted: {e}"))?;
     if bytes.len() as u64 > MAX_DOWNLOAD {
-        return Err(format!("more than {} MiB: not an MNIST file", MAX_DOWNLOAD >> 20));
+        return Err(format!("more than {} MiB: not a data set file", MAX_DOWNLOAD >> 20));
     }
     let raw = gunzip(&bytes)?;
     let got = sha256_hex(&raw);

@@ -13,7 +13,7 @@ pub enum MnistError {
     /// Images and labels of one split disagree, or a split is not what MNIST should be.
     Dataset(String),
     /// Every mirror failed for a file; `attempts` says why for each one.
-    Download { file: String, attempts: Vec<String> },
+    Download { file: String, attempts: Vec<String>, kind: crate::datasets::DatasetKind },
     /// A bad command-line or configuration value.
     InvalidArgument(String),
     /// The loss became NaN or infinite.
@@ -60,15 +60,18 @@ impl fmt::Display for MnistError {
                 path.display()
             ),
             MnistError::Dataset(msg) => write!(f, "MNIST data: {msg}"),
-            MnistError::Download { file, attempts } => {
+            MnistError::Download { file, attempts, kind } => {
                 write!(f, "could not download {file} from any mirror:")?;
                 for a in attempts {
                     write!(f, "\n  - {a}")?;
                 }
                 write!(
                     f,
-                    "\nCopy the four MNIST files into the data folder by hand (see --data-dir / MNIST_DIR), \
-                 or set MNIST_MIRRORS to mirrors that serve them."
+                    "\nCopy the four {} files into the data folder by hand (see --data-dir / {}), \
+                 or set {} to mirrors that serve them.",
+                    kind.title(),
+                    kind.dir_env(),
+                    kind.mirrors_env()
                 )
             }
             MnistError::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),

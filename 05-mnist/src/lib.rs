@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod data;
 pub mod data_args;
+pub mod datasets;
 pub mod download;
 pub mod error;
 pub mod gather;

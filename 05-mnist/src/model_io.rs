@@ -3,15 +3,19 @@
 //! [safetensors](https://huggingface.co/docs/safetensors) is a JSON header (names, dtypes,
 //! shapes, byte ranges, free-form string metadata) followed by raw little-endian tensor bytes:
 //! safe to load (no code runs), and readable from Python with `safetensors.numpy.load_file`.
-//! Our layout, for `784-128-10`:
+//! Our layout, for `784-256-relu-dropout0.2-10` (the tensors are numbered by linear layer):
 //! ```text
-//! layers.0.weight  F32 [784, 128]   W1, row-major [in, out]: y = x W + b
-//! layers.0.bias    F32 [128]
-//! layers.1.weight  F32 [128, 10]
+//! layers.0.weight  F32 [784, 256]   W1, row-major [in, out]: y = x W + b
+//! layers.0.bias    F32 [256]
+//! layers.1.weight  F32 [256, 10]
 //! layers.1.bias    F32 [10]
-//! metadata: format = mnist-mlp-v1, input = 784, hidden = 128 (comma list, may be empty),
-//!           output = 10, activation = relu, input_norm = (p/255 - 0.1307) / 0.3081
+//! metadata: format = mnist-mlp-v2,
+//!           layers = 784-256-relu-dropout0.2-10   (stage 04's text form: every layer, in order)
+//!           loss = cross-entropy (or mse), init = he,glorot (how each linear layer started),
+//!           dataset = mnist (or fashion: the class names), input_norm = (p/255 - 0.1307) / 0.3081
 //! ```
+//! Version 1 files (`format = mnist-mlp-v1`: `input`, `hidden` as a comma list, `output`,
+//! `activation`) still load, as MNIST models with that activation between their linear layers.
 //! Loading trusts nothing: the metadata must describe a valid network, every tensor it implies
 //! must be present with the right dtype and shape, no other tensor may be there, and every
 //! value must be finite.
@@ -20,28 +24,38 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, NetworkSpec, Optimizer};
+use gpu_layers::{Activation, CpuTrainer, Loss, NetworkSpec, Optimizer};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
 use crate::data::{CLASSES, PIXELS, normalize_into};
+use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
 
-/// The value of the `format` metadata key.
-pub const FORMAT: &str = "mnist-mlp-v1";
+/// The value of the `format` metadata key that [`save_model`] writes.
+pub const FORMAT: &str = "mnist-mlp-v2";
+/// The first format (hidden sizes and one activation), still read.
+pub const FORMAT_V1: &str = "mnist-mlp-v1";
 
-/// A trained network: its shape and its parameters `[W1, b1, W2, b2, ...]`,
-/// `W: [in, out]`, `b: [1, out]` (stage 04's layout).
+/// A trained network: its layers, its parameters `[W1, b1, W2, b2, ...]`, `W: [in, out]`,
+/// `b: [1, out]` (stage 04's layout), and the data set it was trained on (for class names).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
     pub spec: NetworkSpec,
     pub params: Vec<Matrix>,
+    pub dataset: DatasetKind,
 }
 
 impl Model {
-    /// Checks `params` against `spec` (count and shapes).
+    /// Checks `params` against `spec` (count and shapes). The data set is MNIST; change it
+    /// with [`Model::with_dataset`].
     pub fn new(spec: NetworkSpec, params: Vec<Matrix>) -> Result<Self> {
         spec.check_parameters(&params)?;
-        Ok(Self { spec, params })
+        Ok(Self { spec, params, dataset: DatasetKind::Mnist })
+    }
+
+    pub fn with_dataset(mut self, dataset: DatasetKind) -> Self {
+        self.dataset = dataset;
+        self
     }
 
     /// A CPU network with these parameters, for `eval` and `predict`.
@@ -67,13 +81,13 @@ pub fn save_model(path: &Path, model: &Model) -> Result<()> {
         tensors.insert(w, view(2 * l, vec![i, o])?);
         tensors.insert(b, view(2 * l + 1, vec![o])?);
     }
-    let hidden: Vec<String> = spec.hidden.iter().map(|h| h.to_string()).collect();
+    let init: Vec<&str> = spec.inits().iter().map(|i| i.name()).collect();
     let metadata = HashMap::from([
         ("format".to_string(), FORMAT.to_string()),
-        ("input".to_string(), spec.input.to_string()),
-        ("hidden".to_string(), hidden.join(",")),
-        ("output".to_string(), spec.output.to_string()),
-        ("activation".to_string(), spec.activation.name().to_string()),
+        ("layers".to_string(), spec.layers_string()),
+        ("loss".to_string(), spec.loss().name().to_string()),
+        ("init".to_string(), init.join(",")),
+        ("dataset".to_string(), model.dataset.name().to_string()),
         ("input_norm".to_string(), "(p/255 - 0.1307) / 0.3081".to_string()),
     ]);
     let data = safetensors::serialize(tensors, Some(metadata))
@@ -99,29 +113,14 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model, String> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file ({e})"))?;
     let meta = header.metadata().as_ref().ok_or("no metadata: not written by `mnist train --save`")?;
     let get = |key: &str| meta.get(key).ok_or_else(|| format!("metadata key `{key}` is missing"));
-    if get("format")? != FORMAT {
-        return Err(format!("format `{}`, expected `{FORMAT}`", get("format")?));
+    let (spec, dataset) = match get("format")?.as_str() {
+        FORMAT => spec_v2(meta)?,
+        FORMAT_V1 => (spec_v1(meta)?, DatasetKind::Mnist),
+        other => return Err(format!("format `{other}`, expected `{FORMAT}` (or the older `{FORMAT_V1}`)")),
+    };
+    if spec.input() != PIXELS || spec.output() != CLASSES {
+        return Err(format!("a {} -> {} network; these models map 784 pixels to 10 classes", spec.input(), spec.output()));
     }
-    let size = |key: &str, text: &str| -> Result<usize, String> {
-        text.trim().parse::<usize>().map_err(|_| format!("metadata `{key}` = `{text}` is not a size"))
-    };
-    let input = size("input", get("input")?)?;
-    let output = size("output", get("output")?)?;
-    let hidden_text = get("hidden")?;
-    let hidden = if hidden_text.trim().is_empty() {
-        Vec::new()
-    } else {
-        hidden_text.split(',').map(|h| size("hidden", h)).collect::<Result<Vec<_>, _>>()?
-    };
-    let activation = match get("activation")?.as_str() {
-        "relu" => Activation::Relu,
-        "tanh" => Activation::Tanh,
-        other => return Err(format!("unknown activation `{other}`")),
-    };
-    if input != PIXELS || output != CLASSES {
-        return Err(format!("a {input} -> {output} network; MNIST models map 784 pixels to 10 classes"));
-    }
-    let spec = NetworkSpec::new(input, &hidden, output).map_err(|e| e.to_string())?.with_activation(activation);
 
     let shapes = spec.layer_shapes();
     let expected: Vec<(String, Vec<usize>)> = shapes
@@ -153,7 +152,44 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model, String> {
         let (rows, cols) = if shape.len() == 2 { (shape[0], shape[1]) } else { (1, shape[0]) };
         params.push(Matrix::new(rows, cols, values).map_err(|e| e.to_string())?);
     }
-    Model::new(spec, params).map_err(|e| e.to_string())
+    Ok(Model::new(spec, params).map_err(|e| e.to_string())?.with_dataset(dataset))
+}
+
+/// The network of a version 2 file: the `layers` text form, the `loss`, the `dataset`; `init`
+/// must name one initialisation per linear layer.
+fn spec_v2(meta: &HashMap<String, String>) -> Result<(NetworkSpec, DatasetKind), String> {
+    let get = |key: &str| meta.get(key).ok_or_else(|| format!("metadata key `{key}` is missing"));
+    let loss = Loss::parse(get("loss")?).map_err(|e| e.to_string())?;
+    let spec = NetworkSpec::parse(get("layers")?, loss).map_err(|e| e.to_string())?;
+    let dataset = get("dataset")?;
+    let dataset = DatasetKind::from_name(dataset).ok_or_else(|| format!("unknown dataset `{dataset}` (mnist or fashion)"))?;
+    let init: Vec<&str> = get("init")?.split(',').map(str::trim).collect();
+    if init.len() != spec.layer_shapes().len() || init.iter().any(|i| !matches!(*i, "he" | "glorot")) {
+        return Err(format!("metadata `init` = `{}`: expected he or glorot for each of the {} linear layers", init.join(","), spec.layer_shapes().len()));
+    }
+    Ok((spec, dataset))
+}
+
+/// The network of a version 1 file: `input`, `hidden` (comma list), `output`, `activation`.
+fn spec_v1(meta: &HashMap<String, String>) -> Result<NetworkSpec, String> {
+    let get = |key: &str| meta.get(key).ok_or_else(|| format!("metadata key `{key}` is missing"));
+    let size = |key: &str, text: &str| -> Result<usize, String> {
+        text.trim().parse::<usize>().map_err(|_| format!("metadata `{key}` = `{text}` is not a size"))
+    };
+    let input = size("input", get("input")?)?;
+    let output = size("output", get("output")?)?;
+    let hidden_text = get("hidden")?;
+    let hidden = if hidden_text.trim().is_empty() {
+        Vec::new()
+    } else {
+        hidden_text.split(',').map(|h| size("hidden", h)).collect::<Result<Vec<_>, _>>()?
+    };
+    let activation = match get("activation")?.as_str() {
+        "relu" => Activation::Relu,
+        "tanh" => Activation::Tanh,
+        other => return Err(format!("unknown activation `{other}`")),
+    };
+    Ok(NetworkSpec::new(input, &hidden, output).map_err(|e| e.to_string())?.with_activation(activation))
 }
 
 /// A network on the CPU that classifies u8 images (normalized like training).
@@ -248,7 +284,7 @@ mod tests {
         assert!(err.contains("not a safetensors file"), "{err}");
 
         // Metadata that says 32 hidden units for 16-unit tensors.
-        let (from, to) = (b"\"hidden\":\"16\"", b"\"hidden\":\"32\"");
+        let (from, to) = (b"\"layers\":\"784-16-relu-10\"", b"\"layers\":\"784-32-relu-10\"");
         let at = good.windows(from.len()).position(|w| w == from).expect("hidden in the header");
         let mut edited = good.clone();
         edited[at..at + to.len()].copy_from_slice(to);
@@ -270,7 +306,7 @@ mod tests {
         let zeros = vec![0u8; 784 * 10 * 4];
         let meta = |hidden: &str| {
             Some(HashMap::from([
-                ("format".to_string(), FORMAT.to_string()),
+                ("format".to_string(), FORMAT_V1.to_string()),
                 ("input".to_string(), "784".to_string()),
                 ("hidden".to_string(), hidden.to_string()),
                 ("output".to_string(), "10".to_string()),
@@ -314,5 +350,72 @@ mod tests {
         }
         assert_eq!(c.predict(&images).unwrap().len(), 3);
         assert_eq!(argmax(&[0.1, 0.7, 0.2]), 1);
+    }
+
+    #[test]
+    fn layer_lists_loss_and_dataset_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        for (text, loss) in [("flatten-784-32-gelu-dropout0.25-16-sigmoid-10", Loss::CrossEntropy), ("784-10-tanh", Loss::Mse)] {
+            let spec = NetworkSpec::parse(text, loss).unwrap();
+            let params = spec.init_parameters(1);
+            let m = Model::new(spec, params).unwrap().with_dataset(DatasetKind::Fashion);
+            save_model(&path, &m).unwrap();
+            assert_eq!(load_model(&path).unwrap(), m, "{text}");
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for want in ["\"layers\":\"784-10-tanh\"", "\"loss\":\"mse\"", "\"init\":\"glorot\"", "\"dataset\":\"fashion\""] {
+            assert!(text.contains(want), "{want} not in the header");
+        }
+    }
+
+    /// A file in the first format (hidden sizes and one activation), written the way
+    /// `mnist train --save` wrote them, still loads.
+    #[test]
+    fn version_1_files_still_load() {
+        let spec = NetworkSpec::new(PIXELS, &[16], CLASSES).unwrap().with_activation(Activation::Tanh);
+        let params = spec.init_parameters(5);
+        let bytes: Vec<Vec<u8>> = params.iter().map(|m| m.data.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+        let shapes = [vec![784, 16], vec![16], vec![16, 10], vec![10]];
+        let names = ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"];
+        let tensors: BTreeMap<String, TensorView> =
+            (0..4).map(|k| (names[k].to_string(), TensorView::new(Dtype::F32, shapes[k].clone(), &bytes[k]).unwrap())).collect();
+        let meta = HashMap::from([
+            ("format".to_string(), FORMAT_V1.to_string()),
+            ("input".to_string(), "784".to_string()),
+            ("hidden".to_string(), "16".to_string()),
+            ("output".to_string(), "10".to_string()),
+            ("activation".to_string(), "tanh".to_string()),
+            ("input_norm".to_string(), "(p/255 - 0.1307) / 0.3081".to_string()),
+        ]);
+        let m = parse_model(&safetensors::serialize(tensors, Some(meta)).unwrap()).unwrap();
+        assert_eq!(m.spec.layers_string(), "784-16-tanh-10");
+        assert_eq!((m.params, m.dataset), (params, DatasetKind::Mnist));
+    }
+
+    #[test]
+    fn bad_version_2_metadata_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        save_model(&path, &model(&[16])).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        for (from, to, want) in [
+            (&b"\"loss\":\"cross-entropy\""[..], &b"\"loss\":\"cross-entrop_\""[..], "not a loss"),
+            (b"\"init\":\"he,glorot\"", b"\"init\":\"he,he,he,he\"", "init"),
+            (b"\"dataset\":\"mnist\"", b"\"dataset\":\"cifar\"", "unknown dataset"),
+            (b"\"layers\":\"784-16-relu-10\"", b"\"layers\":\"784-16-relu-11\"", "10 classes"),
+            (b"\"layers\":\"784-16-relu-10\"", b"\"layers\":\"784-16-relx-10\"", "is not a layer"),
+        ] {
+            let at = good.windows(from.len()).position(|w| w == from).expect("key in the header");
+            let mut edited = good[..at].to_vec();
+            edited.extend_from_slice(to);
+            edited.extend_from_slice(&good[at + from.len()..]);
+            // A longer value shifts the data: fix the header length (first 8 bytes).
+            let header = u64::from_le_bytes(good[..8].try_into().unwrap()) + to.len() as u64 - from.len() as u64;
+            edited[..8].copy_from_slice(&header.to_le_bytes());
+            let err = parse_model(&edited).unwrap_err();
+            assert!(err.contains(want), "{want:?} not in {err:?}");
+        }
     }
 }

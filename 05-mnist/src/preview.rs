@@ -46,34 +46,44 @@ pub fn digit_lines(pixels: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Draws `items` side by side, `per_row` digits to a row, each with a caption
-/// `pred 7 ok  true 7` (or `pred 3 XX  true 5` when wrong) under it.
-pub fn render_grid(items: &[PreviewItem<'_>], per_row: usize) -> String {
+/// `pred 7 ok   true 7` (or `pred 3 XX   true 5` when wrong), with the class names `names`.
+fn caption(it: &PreviewItem<'_>, names: &[&str]) -> String {
+    let name = |label: u8| names.get(label as usize).copied().unwrap_or("?");
+    let mark = if it.predicted == it.label { "ok" } else { "XX" };
+    format!("pred {} {mark}   true {}", name(it.predicted), name(it.label))
+}
+
+/// The width of one column of the grid: an image, or a longer caption.
+fn column_width(items: &[PreviewItem<'_>], names: &[&str]) -> usize {
+    items.iter().map(|it| caption(it, names).chars().count()).max().unwrap_or(0).max(SIDE)
+}
+
+/// Draws `items` side by side, `per_row` images to a row, each with a caption
+/// `pred 7 ok   true 7` (or `pred 3 XX   true 5` when wrong) under it, in `names` (the data
+/// set's class names: digits, or `Sneaker`, `Bag`, ...).
+pub fn render_grid(items: &[PreviewItem<'_>], names: &[&str], per_row: usize) -> String {
     let per_row = per_row.max(1);
+    let width = column_width(items, names);
+    let pad = |s: &str| format!("{s}{}", " ".repeat(width - s.chars().count()));
     let mut out = String::new();
     for chunk in items.chunks(per_row) {
         let drawn: Vec<Vec<String>> = chunk.iter().map(|it| digit_lines(it.pixels)).collect();
         for line in 0..SIDE / 2 {
-            let parts: Vec<&str> = drawn.iter().map(|d| d[line].as_str()).collect();
+            let parts: Vec<String> = drawn.iter().map(|d| pad(&d[line])).collect();
             out.push_str(parts.join(&" ".repeat(GAP)).trim_end());
             out.push('\n');
         }
-        let captions: Vec<String> = chunk
-            .iter()
-            .map(|it| {
-                let mark = if it.predicted == it.label { "ok" } else { "XX" };
-                format!("{:<width$}", format!("pred {} {mark}   true {}", it.predicted, it.label), width = SIDE)
-            })
-            .collect();
+        let captions: Vec<String> = chunk.iter().map(|it| pad(&caption(it, names))).collect();
         out.push_str(captions.join(&" ".repeat(GAP)).trim_end());
         out.push_str("\n\n");
     }
     out
 }
 
-/// How many digits fit side by side in `columns` terminal columns.
-pub fn per_row_for(columns: usize) -> usize {
-    ((columns + GAP) / (SIDE + GAP)).max(1)
+/// How many of `items` fit side by side in `columns` terminal columns.
+pub fn per_row_for(columns: usize, items: &[PreviewItem<'_>], names: &[&str]) -> usize {
+    let width = column_width(items, names);
+    ((columns + GAP) / (width + GAP)).max(1)
 }
 
 #[cfg(test)]
@@ -101,12 +111,18 @@ mod tests {
             PreviewItem { pixels: &px, predicted: 3, label: 5 },
             PreviewItem { pixels: &px, predicted: 1, label: 1 },
         ];
-        let grid = render_grid(&items, 2);
+        let digits = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+        let grid = render_grid(&items, &digits, 2);
         assert!(grid.contains("pred 7 ok   true 7"));
         assert!(grid.contains("pred 3 XX   true 5"));
         // Two rows of digits: 2 x (14 lines + caption + blank line).
         assert_eq!(grid.lines().count(), 32);
-        assert_eq!(per_row_for(80), 2);
-        assert_eq!(per_row_for(124), 4);
+        assert_eq!(per_row_for(80, &items, &digits), 2);
+        assert_eq!(per_row_for(124, &items, &digits), 4);
+        // Longer class names widen the columns.
+        let clothes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"];
+        let grid = render_grid(&items, &clothes, 3);
+        assert!(grid.contains("pred Sneaker ok   true Sneaker   pred Dress XX   true Sandal"), "{grid}");
+        assert_eq!(per_row_for(124, &items, &clothes), 3);
     }
 }

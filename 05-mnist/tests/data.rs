@@ -3,6 +3,7 @@
 mod support;
 
 use mnist::data::{self, PIXELS, TEST_IMAGES, TEST_LABELS, TRAIN_LABELS};
+use mnist::datasets::DatasetKind;
 use mnist::idx;
 
 #[test]
@@ -20,6 +21,24 @@ fn real_files_have_the_documented_sanity_figures() {
         let n = m.train.labels.iter().filter(|&&l| l == d).count();
         assert!((5_000..7_000).contains(&n), "digit {d}: {n}");
     }
+}
+
+/// Fashion-MNIST: the same format and sizes, its own checksums, ten balanced classes.
+#[test]
+fn fashion_mnist_loads_with_its_checksums_and_classes() {
+    let dir = support::fashion_dir();
+    let kind = DatasetKind::Fashion;
+    for name in data::FILE_NAMES {
+        let bytes = idx::read_maybe_gzip(&data::file_path(&dir, name)).unwrap();
+        assert_eq!(mnist::download::sha256_hex(&bytes), kind.expected_sha256(name).unwrap(), "{name}");
+    }
+    let m = data::load(&dir, kind).unwrap();
+    assert_eq!((m.train.len(), m.test.len(), m.kind), (60_000, 10_000, kind));
+    for c in 0..10u8 {
+        assert_eq!(m.train.labels.iter().filter(|&&l| l == c).count(), 6_000, "{}", kind.class_name(c));
+    }
+    // The first test image is an ankle boot (the publisher's README shows it).
+    assert_eq!(kind.class_name(m.test.labels[0]), "Ankle boot");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The downloader against a local HTTP server on 127.0.0.1 that serves the real MNIST files
-//! (never the internet): a dead mirror, a mirror serving wrong files, a truncated download.
+//! The downloader against a local HTTP server on 127.0.0.1 that serves the real MNIST and
+//! Fashion-MNIST files (never the internet): a dead mirror, a mirror serving wrong files, a
+//! truncated download, one data set's files under the other's names.
 
 mod support;
 
@@ -7,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use mnist::data::{self, FILE_NAMES};
+use mnist::datasets::DatasetKind;
 use mnist::download::download_missing;
 
 /// A tiny_http server on a free port of 127.0.0.1, stopped when dropped. Routes:
@@ -86,7 +88,7 @@ fn falls_through_dead_and_wrong_mirrors_to_a_good_one() {
     let dir = tmp.path().join("fresh").join("mnist");
     let (dead, wrong, good) = (dead_mirror(), mirror.url("wrong"), mirror.url("good"));
     let mut log = Vec::new();
-    let written = download_missing(&dir, &[&dead, &wrong, &good], |l| log.push(l.to_string())).unwrap();
+    let written = download_missing(&dir, DatasetKind::Mnist, &[&dead, &wrong, &good], |l| log.push(l.to_string())).unwrap();
     assert_eq!(written.len(), 4);
     let text = log.join("\n");
     assert!(text.contains("checksum mismatch"), "{text}");
@@ -98,11 +100,11 @@ fn falls_through_dead_and_wrong_mirrors_to_a_good_one() {
         v
     };
     assert_eq!(dir_entries(&dir), expected);
-    let m = data::load(&dir).unwrap();
+    let m = data::load(&dir, DatasetKind::Mnist).unwrap();
     assert_eq!((m.train.len(), m.test.len()), (60_000, 10_000));
 
     // Present files are not downloaded again (the dead mirror alone would fail).
-    assert!(download_missing(&dir, &[&dead], |_| {}).unwrap().is_empty());
+    assert!(download_missing(&dir, DatasetKind::Mnist, &[&dead], |_| {}).unwrap().is_empty());
 }
 
 #[test]
@@ -111,10 +113,34 @@ fn every_mirror_failing_is_a_clear_error_and_leaves_no_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dead = dead_mirror();
     let mirrors = [dead.as_str(), &mirror.url("wrong"), &mirror.url("truncated"), &mirror.url("missing")];
-    let err = download_missing(tmp.path(), &mirrors, |_| {}).unwrap_err().to_string();
+    let err = download_missing(tmp.path(), DatasetKind::Mnist, &mirrors, |_| {}).unwrap_err().to_string();
     for want in ["could not download", "Connection refused", "checksum mismatch", "gzip", "404", "by hand"] {
         assert!(err.contains(want), "missing {want:?} in: {err}");
     }
     assert_eq!(err.lines().filter(|l| l.starts_with("  - ")).count(), 4, "{err}");
     assert!(dir_entries(tmp.path()).is_empty(), "left behind: {:?}", dir_entries(tmp.path()));
+}
+
+/// Fashion-MNIST has the same file names as MNIST: a mirror that serves MNIST's files under
+/// them must be refused by Fashion-MNIST's own checksums, and its real files accepted.
+#[test]
+fn fashion_mnist_downloads_are_checked_against_their_own_sums() {
+    let digits = Mirror::start(&support::mnist_dir());
+    let clothes = Mirror::start(&support::fashion_dir());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fashion-mnist");
+    let mut log = Vec::new();
+    let written =
+        download_missing(&dir, DatasetKind::Fashion, &[&digits.url("good"), &clothes.url("good")], |l| log.push(l.to_string())).unwrap();
+    assert_eq!(written.len(), 4);
+    let text = log.join("\n");
+    assert_eq!(text.matches("checksum mismatch").count(), 4, "{text}");
+    assert_eq!(text.matches("SHA-256 ok").count(), 4, "{text}");
+    let m = data::load(&dir, DatasetKind::Fashion).unwrap();
+    assert_eq!((m.train.len(), m.test.len()), (60_000, 10_000));
+    // And every mirror failing names Fashion-MNIST's variables.
+    let err = download_missing(&tmp.path().join("none"), DatasetKind::Fashion, &[&digits.url("good")], |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("FASHION_MNIST_MIRRORS") && err.contains("FASHION_MNIST_DIR"), "{err}");
 }

@@ -45,8 +45,8 @@ fn transparent(px: &[u8]) -> RgbaImage {
 fn drawn_digits_come_back_and_read_the_same() {
     let data = support::mnist();
     // A network to read with: 20,000 images, 2 epochs, on the CPU (a second or two).
-    let subset = Mnist { train: data.train.take(20_000), test: data.test.take(100) };
-    let cfg = TrainConfig { hidden: vec![64], epochs: 2, optimizer: Optimizer::sgd(0.02, 0.9), ..TrainConfig::default() };
+    let subset = Mnist { train: data.train.take(20_000), test: data.test.take(100), kind: data.kind };
+    let cfg = TrainConfig { layers: TrainConfig::mlp(&[64]), epochs: 2, optimizer: Optimizer::sgd(0.02, 0.9), ..TrainConfig::default() };
     let out = train(&Device::Cpu, &subset, &cfg, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let mut net = out.model.classifier().unwrap();
     let originals = net.predict(&subset.test.images).unwrap();

@@ -18,7 +18,7 @@ use serve_support::{data, get, post};
 
 /// A model trained for one epoch on 2,000 images, saved as safetensors in `dir`.
 fn saved_model(dir: &std::path::Path) -> std::path::PathBuf {
-    let subset = Mnist { train: data().train.take(2_000), test: data().test.take(500) };
+    let subset = Mnist { train: data().train.take(2_000), test: data().test.take(500), kind: data().kind };
     let cfg = TrainConfig { epochs: 1, ..TrainConfig::default() };
     let out = train(&Device::Cpu, &subset, &cfg, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let path = dir.join("model.safetensors");

@@ -7,7 +7,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use gpu_layers::Optimizer;
+use gpu_layers::{Loss, Optimizer};
 use mnist::data::Mnist;
 use mnist::model_io::{load_model, save_model};
 use mnist::train::{Device, Event, Schedule, TrainConfig, TrainOutcome, train};
@@ -17,7 +17,7 @@ fn subset() -> &'static Mnist {
     static SUBSET: OnceLock<Mnist> = OnceLock::new();
     SUBSET.get_or_init(|| {
         let m = support::mnist();
-        Mnist { train: m.train.take(3_000), test: m.test.take(1_000) }
+        Mnist { train: m.train.take(3_000), test: m.test.take(1_000), kind: m.kind }
     })
 }
 
@@ -29,7 +29,8 @@ fn gpu() -> Device {
 
 fn config(epochs: usize) -> TrainConfig {
     TrainConfig {
-        hidden: vec![64],
+        layers: TrainConfig::mlp(&[64]),
+        loss: Loss::CrossEntropy,
         batch_size: 50,
         epochs,
         optimizer: Optimizer::sgd(0.05, 0.9),
@@ -86,7 +87,7 @@ fn gpu_learns_a_subset_and_agrees_with_the_cpu() {
 #[test]
 fn short_last_batches_and_events_on_the_gpu() {
     // 1,010 images in batches of 64: 15 full batches and one of 50; test 1,000 = 15 x 64 + 40.
-    let data = Mnist { train: subset().train.take(1_010), test: subset().test.clone() };
+    let data = Mnist { train: subset().train.take(1_010), test: subset().test.clone(), kind: subset().kind };
     let cfg = TrainConfig { batch_size: 64, steps_per_submit: 4, epoch_models: true, ..config(1) };
     let mut starts = 0;
     let mut ends = Vec::new();
@@ -157,4 +158,43 @@ fn a_saved_model_predicts_exactly_as_trained() {
     let correct = predicted.iter().zip(&test.labels).filter(|(p, l)| p == l).count();
     let reported = out.history[0].test_acc;
     assert!((correct as f64 / test.len() as f64 - reported).abs() < 1e-9, "{correct} vs {reported}");
+}
+
+/// Dropout is on while training and off while evaluating: a model trained with dropout, saved
+/// and loaded, predicts bit for bit as before and scores exactly the test accuracy training
+/// reported; the file records the layer list.
+#[test]
+fn a_saved_model_with_dropout_evaluates_identically_after_loading() {
+    let cfg = TrainConfig {
+        layers: gpu_layers::sequential::parse_layers("784-64-relu-dropout0.3-32-gelu-10").unwrap(),
+        ..config(1)
+    };
+    let out = run(&Device::Cpu, subset(), &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dropout.safetensors");
+    save_model(&path, &out.model).unwrap();
+    let loaded = load_model(&path).unwrap();
+    assert_eq!(loaded, out.model);
+    assert_eq!(loaded.spec.layers_string(), "784-64-relu-dropout0.3-32-gelu-10");
+    let test = &subset().test;
+    let before = out.model.classifier().unwrap().probabilities(&test.images).unwrap();
+    let after = loaded.classifier().unwrap().probabilities(&test.images).unwrap();
+    assert_eq!(before, after, "bit-identical probabilities");
+    let predicted = loaded.classifier().unwrap().predict(&test.images).unwrap();
+    let correct = predicted.iter().zip(&test.labels).filter(|(p, l)| p == l).count();
+    let reported = out.history[0].test_acc;
+    assert!((correct as f64 / test.len() as f64 - reported).abs() < 1e-9, "{correct} vs {reported}");
+    assert!(reported > 0.8, "it learned: {reported}");
+}
+
+/// The GPU trains a network with dropout (composed tapes: dropout is not fused) to the same
+/// place as the CPU: the same masks, drawn from the same hash on both devices.
+#[test]
+fn dropout_networks_train_alike_on_the_gpu_and_the_cpu() {
+    let cfg = TrainConfig { layers: gpu_layers::sequential::parse_layers("784-64-relu-dropout0.5-10").unwrap(), ..config(1) };
+    let data = Mnist { train: subset().train.take(500), test: subset().test.take(200), kind: subset().kind };
+    let (g, c) = (run(&gpu(), &data, &cfg), run(&Device::Cpu, &data, &cfg));
+    let (g, c) = (&g.history[0], &c.history[0]);
+    assert!((g.train_loss - c.train_loss).abs() < 1e-3, "train loss GPU {} CPU {}", g.train_loss, c.train_loss);
+    assert!((g.test_acc - c.test_acc).abs() <= 0.01, "test accuracy GPU {} CPU {}", g.test_acc, c.test_acc);
 }

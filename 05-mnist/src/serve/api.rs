@@ -6,6 +6,7 @@
 //! in range for their type but not for training (a learning rate of 0, 500 epochs). Both end up
 //! as a 4xx answer with a sentence that names the field (see `error.rs`).
 
+use gpu_layers::Layer;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
@@ -32,6 +33,9 @@ pub const MAX_SIDE: usize = 1024;
 pub struct TrainRequest {
     /// Hidden layer sizes, first to last; `[]` is softmax regression.
     pub hidden: Vec<usize>,
+    /// Every layer in stage 04's text form (`784-256-relu-dropout0.2-10`); when given, it
+    /// replaces `hidden`.
+    pub layers: Option<String>,
     pub lr: f32,
     pub batch_size: usize,
     pub epochs: usize,
@@ -49,6 +53,7 @@ impl Default for TrainRequest {
     fn default() -> Self {
         Self {
             hidden: vec![128],
+            layers: None,
             lr: 0.001,
             batch_size: 64,
             epochs: 5,
@@ -75,6 +80,22 @@ impl TrainRequest {
         if let Some(&h) = self.hidden.iter().find(|&&h| h == 0 || h > MAX_HIDDEN_SIZE) {
             return bad(format!("hidden: a layer of {h} units; each hidden layer needs 1 to {MAX_HIDDEN_SIZE} units"));
         }
+        if let Some(text) = &self.layers {
+            let layers = self.layer_list().map_err(|e| ApiError::invalid(format!("layers: {e}")))?;
+            let linears: Vec<usize> = layers
+                .iter()
+                .filter_map(|l| match l {
+                    Layer::Linear { outputs, .. } => Some(*outputs),
+                    _ => None,
+                })
+                .collect();
+            if linears.len() > MAX_HIDDEN_LAYERS + 1 {
+                return bad(format!("layers: `{text}` has {} hidden layers; at most {MAX_HIDDEN_LAYERS} are allowed", linears.len() - 1));
+            }
+            if let Some(&h) = linears.iter().find(|&&h| h > MAX_HIDDEN_SIZE) {
+                return bad(format!("layers: a layer of {h} units; each layer needs 1 to {MAX_HIDDEN_SIZE} units"));
+            }
+        }
         if !self.lr.is_finite() || self.lr <= 0.0 || self.lr > MAX_LR {
             return bad(format!("lr: {} is not a learning rate; use a number in (0, {MAX_LR}], e.g. 0.001 for Adam or 0.05 for SGD", self.lr));
         }
@@ -96,12 +117,21 @@ impl TrainRequest {
         Ok(())
     }
 
+    /// The layers this request trains: `layers` parsed, else the MLP of `hidden`.
+    pub fn layer_list(&self) -> Result<Vec<Layer>, gpu_layers::LayersError> {
+        match &self.layers {
+            Some(text) => gpu_layers::sequential::parse_layers(text),
+            None => Ok(crate::train::TrainConfig::mlp(&self.hidden)),
+        }
+    }
+
     /// The request as the training loop's configuration: `mnist train`'s defaults for what the
     /// page does not set (steps per GPU submission), plus a model after every epoch for the grid
     /// and the drawing pad.
     pub fn config(&self) -> TrainConfig {
         TrainConfig {
-            hidden: self.hidden.clone(),
+            // validate() has parsed the list already; a bad one fails TrainConfig::validate.
+            layers: self.layer_list().unwrap_or_default(),
             batch_size: self.batch_size,
             epochs: self.epochs,
             optimizer: self.optimizer.optimizer(self.lr, self.momentum),
@@ -205,6 +235,12 @@ mod tests {
         assert!(err(TrainRequest { limit_train: Some(60_001), ..d() }).starts_with("limit_train:"));
         // Softmax regression (no hidden layer) is allowed.
         TrainRequest { hidden: vec![], ..d() }.validate(60_000).unwrap();
+        // A layer list instead of hidden sizes.
+        let layers = |t: &str| TrainRequest { layers: Some(t.into()), ..d() };
+        layers("784-256-relu-dropout0.2-10").validate(60_000).unwrap();
+        assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
+        assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
+        assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
     }
 
     #[test]

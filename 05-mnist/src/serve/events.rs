@@ -116,7 +116,9 @@ pub struct Snapshot {
     pub last_outcome: Option<String>,
     /// Why the last run failed, if it did.
     pub last_error: Option<String>,
-    /// Sizes of the loaded data set.
+    /// The loaded data set (`mnist serve --dataset`), its class names by label, and its sizes.
+    pub dataset: crate::datasets::DatasetKind,
+    pub class_names: Vec<String>,
     pub train_images: usize,
     pub test_images: usize,
 }

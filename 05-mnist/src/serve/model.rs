@@ -42,7 +42,7 @@ impl ServeModel {
     pub fn info(&self) -> ModelInfo {
         ModelInfo {
             description: format!("{}, {}", self.model.spec.describe(), self.origin),
-            hidden: self.model.spec.hidden.clone(),
+            hidden: self.model.spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
         }
     }
 

@@ -157,7 +157,7 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) 
     let subset;
     let data: &Mnist = match req.limit_train {
         Some(n) if n < all.train.len() => {
-            subset = Mnist { train: all.train.take(n), test: all.test.clone() };
+            subset = Mnist { train: all.train.take(n), test: all.test.clone(), kind: all.kind };
             &subset
         }
         _ => &all,

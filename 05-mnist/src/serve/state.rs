@@ -128,6 +128,8 @@ impl AppState {
             samples_predicted: live.samples_predicted.clone(),
             last_outcome: live.last_outcome.clone(),
             last_error: live.last_error.clone(),
+            dataset: self.inner.data.kind,
+            class_names: self.inner.data.kind.class_names().iter().map(|n| n.to_string()).collect(),
             train_images: self.inner.data.train.len(),
             test_images: self.inner.data.test.len(),
         }

@@ -3,7 +3,7 @@
 //! that both clap (`--optimizer sgd`) and serde (`"optimizer": "sgd"`) read, with the same
 //! lower-case names.
 
-use gpu_layers::{NetworkSpec, Optimizer};
+use gpu_layers::{Layer, Loss, NetworkSpec, Optimizer};
 
 use crate::data::{CLASSES, PIXELS};
 use crate::error::{MnistError, Result};
@@ -68,8 +68,10 @@ impl Schedule {
 /// Everything that defines a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainConfig {
-    /// Hidden layer sizes (ReLU); `[]` is softmax regression.
-    pub hidden: Vec<usize>,
+    /// The layers, from `Linear(784, ..)` to `Linear(.., 10)` (stage 04's [`Layer`]s; the text
+    /// form is `784-128-relu-10`). [`TrainConfig::mlp`] makes the short form (`--hidden`).
+    pub layers: Vec<Layer>,
+    pub loss: Loss,
     pub batch_size: usize,
     pub epochs: usize,
     /// The optimizer and its starting learning rate.
@@ -86,11 +88,12 @@ pub struct TrainConfig {
 }
 
 impl Default for TrainConfig {
-    /// The defaults of `mnist train`: 784-128-10, batch 64, 10 epochs, Adam lr 0.001 with a
-    /// cosine schedule (98.11% to 98.22% test accuracy over four seeds on the CPU; see README).
+    /// The defaults of `mnist train`: 784-128-relu-10, batch 64, 10 epochs, Adam lr 0.001 with
+    /// a cosine schedule (98.11% to 98.22% test accuracy over four seeds on the CPU; see README).
     fn default() -> Self {
         Self {
-            hidden: vec![128],
+            layers: Self::mlp(&[128]),
+            loss: Loss::CrossEntropy,
             batch_size: 64,
             epochs: 10,
             optimizer: OptimizerChoice::Adam.optimizer(OptimizerChoice::Adam.default_lr(), 0.0),
@@ -115,24 +118,47 @@ impl TrainConfig {
         if self.steps_per_submit == 0 {
             return bad("--steps-per-submit must be at least 1".into());
         }
-        if let Some(i) = self.hidden.iter().position(|&h| h == 0) {
-            return bad(format!("--hidden: layer {} has 0 units; every layer needs at least 1", i + 1));
-        }
+        let spec = self.spec()?;
         // Weights and biases of every layer, `(in + 1) * out`, counted without overflowing.
-        let mut sizes = vec![PIXELS];
-        sizes.extend(&self.hidden);
-        sizes.push(CLASSES);
-        let count = sizes.windows(2).try_fold(0usize, |sum, w| w[0].checked_add(1)?.checked_mul(w[1])?.checked_add(sum));
+        let count = spec.layer_shapes().iter().try_fold(0usize, |sum, &(i, o)| i.checked_add(1)?.checked_mul(o)?.checked_add(sum));
         if count.is_none_or(|n| n > MAX_PARAMETERS) {
-            return bad(format!("--hidden: the network would have more than {MAX_PARAMETERS} parameters (1 GiB per copy); use narrower layers"));
+            return bad(format!(
+                "--layers (or --hidden): the network would have more than {MAX_PARAMETERS} parameters (1 GiB per copy); use narrower layers"
+            ));
         }
         self.optimizer.validate().map_err(|e| MnistError::InvalidArgument(format!("{e} (check --lr and --momentum)")))?;
         Ok(())
     }
 
-    /// The network: 784 inputs, the hidden layers, 10 classes.
+    /// `Linear(784, hidden[0]), ReLU, ..., Linear(.., 10)`: the layers `--hidden` describes
+    /// (`[]` is softmax regression), unchecked ([`TrainConfig::validate`] checks them).
+    pub fn mlp(hidden: &[usize]) -> Vec<Layer> {
+        let mut widths = vec![PIXELS];
+        widths.extend(hidden);
+        widths.push(CLASSES);
+        let mut layers = Vec::new();
+        for (l, w) in widths.windows(2).enumerate() {
+            if l > 0 {
+                layers.push(Layer::Activation(gpu_layers::Activation::Relu));
+            }
+            layers.push(Layer::Linear { inputs: w[0], outputs: w[1] });
+        }
+        layers
+    }
+
+    /// The network, checked: the layers' shapes, 784 inputs, 10 classes.
     pub fn spec(&self) -> Result<NetworkSpec> {
-        NetworkSpec::new(PIXELS, &self.hidden, CLASSES).map_err(|e| MnistError::InvalidArgument(e.to_string()))
+        let spec = NetworkSpec::sequential(self.layers.clone(), self.loss)
+            .map_err(|e| MnistError::InvalidArgument(format!("--layers (or --hidden): {e}")))?;
+        if spec.input() != PIXELS || spec.output() != CLASSES {
+            return Err(MnistError::InvalidArgument(format!(
+                "--layers (or --hidden): the network maps {} inputs to {} outputs; images have 784 pixels and there are \
+                 10 classes (start with 784, end with 10: 784-128-relu-10)",
+                spec.input(),
+                spec.output()
+            )));
+        }
+        Ok(spec)
     }
 
     /// The starting learning rate.
@@ -159,12 +185,25 @@ mod tests {
     fn invalid_configurations_name_the_flag() {
         let ok = TrainConfig::default();
         ok.validate().unwrap();
-        let cases: [(TrainConfig, &str); 8] = [
+        let layers = |text: &str| gpu_layers::sequential::parse_layers(text).unwrap();
+        let cases: [(TrainConfig, &str); 10] = [
+            (TrainConfig { layers: layers("100-10"), ..ok.clone() }, "784 pixels"),
+            (
+                TrainConfig {
+                    layers: vec![
+                        Layer::Linear { inputs: 784, outputs: 128 },
+                        Layer::Activation(gpu_layers::Activation::Relu),
+                        Layer::Linear { inputs: 64, outputs: 10 },
+                    ],
+                    ..ok.clone()
+                },
+                "layer 3 (Linear(64, 10)) takes 64 inputs, but layer 1 (Linear(784, 128)) gives 128",
+            ),
             (TrainConfig { batch_size: 0, ..ok.clone() }, "--batch-size"),
             (TrainConfig { epochs: 0, ..ok.clone() }, "--epochs"),
-            (TrainConfig { hidden: vec![128, 0], ..ok.clone() }, "layer 2 has 0 units"),
-            (TrainConfig { hidden: vec![99_999_999_999], ..ok.clone() }, "parameters"),
-            (TrainConfig { hidden: vec![usize::MAX, usize::MAX], ..ok.clone() }, "parameters"),
+            (TrainConfig { layers: TrainConfig::mlp(&[128, 0]), ..ok.clone() }, "layer 3 (Linear(128, 0))"),
+            (TrainConfig { layers: TrainConfig::mlp(&[99_999_999_999]), ..ok.clone() }, "parameters"),
+            (TrainConfig { layers: TrainConfig::mlp(&[usize::MAX, usize::MAX]), ..ok.clone() }, "parameters"),
             (TrainConfig { optimizer: Optimizer::sgd(0.0, 0.9), ..ok.clone() }, "--lr"),
             (TrainConfig { optimizer: Optimizer::sgd(0.1, 1.5), ..ok.clone() }, "momentum"),
             (TrainConfig { optimizer: Optimizer::adam(f32::NAN), ..ok.clone() }, "lr"),

@@ -45,7 +45,7 @@ pub(super) fn train_cpu(
                 on_event(Event::Progress(Progress { epoch, batch: b + 1, batches, loss: sums.mean_loss(), images_per_sec }));
             }
             if stop.load(Ordering::Relaxed) {
-                return Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?, history, stopped: true });
+                return Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: true });
             }
         }
         let seconds = start.elapsed().as_secs_f64();
@@ -53,11 +53,11 @@ pub(super) fn train_cpu(
         let m = epoch_metrics(epoch, &sums, &test, seconds);
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
-            on_event(Event::EpochModel(&Model::new(spec.clone(), net.parameters())?));
+            on_event(Event::EpochModel(&Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind)));
         }
         history.push(m);
     }
-    Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?, history, stopped: false })
+    Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: false })
 }
 
 fn evaluate_cpu(net: &mut CpuTrainer, test: &Dataset, batch: usize, epoch: usize, cfg: &TrainConfig) -> Result<Sums> {

@@ -93,7 +93,7 @@ pub(super) fn train_gpu(
     let n = run.train.len();
     let batches = run.train.steps();
     let mut history = Vec::new();
-    let parameters = |run: &GpuRun| -> Result<Model> { Model::new(spec.clone(), run.trainer.parameters(ctx)?) };
+    let parameters = |run: &GpuRun| -> Result<Model> { Ok(Model::new(spec.clone(), run.trainer.parameters(ctx)?)?.with_dataset(data.kind)) };
 
     for epoch in 1..=cfg.epochs {
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
