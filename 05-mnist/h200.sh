@@ -3,8 +3,9 @@
 # there: only the release binary and the four MNIST files). About one minute, most of it
 # process start-up and loading; the training itself is a few seconds in all.
 #
-#   bash 05-mnist/h200.sh [BINARY] [MNIST_DIR] [OUT]
-#   defaults: target/release/mnist, $MNIST_DIR (else data/mnist), runs/h200-mnist
+#   bash 05-mnist/h200.sh [BINARY] [MNIST_DIR] [OUT] [FASHION_MNIST_DIR] [GPU_LAYERS_BINARY]
+#   defaults: target/release/mnist, $MNIST_DIR (else data/mnist), runs/h200-mnist,
+#             $FASHION_MNIST_DIR (else /usr/share/datasets/fashion-mnist), target/release/gpu-layers
 #
 # Writes OUT/*.txt (the console output of each run), OUT/*.jsonl (one JSON object per epoch),
 # OUT/*.safetensors (models), OUT/*.png (loss and accuracy curves).
@@ -12,6 +13,8 @@ set -euo pipefail
 BIN=${1:-target/release/mnist}
 DATA=${2:-${MNIST_DIR:-data/mnist}}
 OUT=${3:-runs/h200-mnist}
+FASHION=${4:-${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}}
+GPU_LAYERS=${5:-target/release/gpu-layers}
 mkdir -p "$OUT"
 export COLUMNS=${COLUMNS:-124}
 
@@ -21,6 +24,9 @@ run() {
     echo "== $name: mnist $*" | tee -a "$OUT/commands.txt"
     "$BIN" "$@" 2>&1 | tee "$OUT/$name.txt"
 }
+
+# LAYERS_ONLY=1 runs only section 7 (layer lists, dropout, Fashion-MNIST).
+if [ "${LAYERS_ONLY:-0}" != 1 ]; then
 
 # 1. PyTorch's configuration (reference/h200): 784-128-10, SGD lr 0.1 without momentum and
 #    with a constant rate, batch 64, 10 epochs. The issue's target: <= 30 ms per epoch.
@@ -52,5 +58,35 @@ run eval_defaults eval --model "$OUT/defaults.safetensors" --data-dir "$DATA"
 
 # 6. The same defaults on that machine's CPU cores, for comparison (about 1 s per epoch).
 run cpu_defaults train --device cpu --data-dir "$DATA" --preview 0 --metrics "$OUT/cpu_defaults.jsonl"
+
+fi # LAYERS_ONLY
+
+# ============================================================================================
+# 7. Layer lists, dropout and Fashion-MNIST (`--layers`, `--dataset`; the README's "Layers,
+#    losses and two data sets" table). Softmax regression, the default MLP and an MLP with
+#    dropout on both data sets, 10 epochs each with the default optimizer and schedule; the
+#    dropout models are saved and evaluated again from their files. Then stage 04's step
+#    benchmark, whose last table times the dropout network (composed tapes) beside the fused
+#    default. About two minutes in all.
+# ============================================================================================
+DROPOUT=784-512-relu-dropout0.2-256-relu-dropout0.2-10
+run layers_mnist_softmax train --device gpu --data-dir "$DATA" --layers 784-10 --preview 0 \
+    --metrics "$OUT/layers_mnist_softmax.jsonl"
+run layers_mnist_dropout train --device gpu --data-dir "$DATA" --layers "$DROPOUT" --preview 0 \
+    --metrics "$OUT/layers_mnist_dropout.jsonl" --save "$OUT/layers_mnist_dropout.safetensors"
+run layers_mnist_dropout_eval eval --model "$OUT/layers_mnist_dropout.safetensors" --data-dir "$DATA"
+run layers_fashion_softmax train --device gpu --dataset fashion --data-dir "$FASHION" --layers 784-10 --preview 0 \
+    --metrics "$OUT/layers_fashion_softmax.jsonl"
+run layers_fashion_defaults train --device gpu --dataset fashion --data-dir "$FASHION" \
+    --metrics "$OUT/layers_fashion_defaults.jsonl"
+run layers_fashion_dropout train --device gpu --dataset fashion --data-dir "$FASHION" --layers "$DROPOUT" --preview 0 \
+    --metrics "$OUT/layers_fashion_dropout.jsonl" --save "$OUT/layers_fashion_dropout.safetensors"
+run layers_fashion_dropout_eval eval --model "$OUT/layers_fashion_dropout.safetensors" --data-dir "$FASHION"
+if [ -x "$GPU_LAYERS" ]; then
+    echo "== layers_bench: gpu-layers --bench-only" | tee -a "$OUT/commands.txt"
+    "$GPU_LAYERS" --bench-only 2>&1 | tee "$OUT/layers_bench.txt"
+else
+    echo "skipped layers_bench: no $GPU_LAYERS" | tee -a "$OUT/commands.txt"
+fi
 
 echo "done: $OUT"
