@@ -68,6 +68,18 @@ fn missing_or_broken_data_is_a_clear_error() {
     assert_fails(&out, 1, "could not download train-images-idx3-ubyte.gz");
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 
+    // Fashion-MNIST missing, its mirror dead: the error names its variables.
+    let out = Command::new(env!("CARGO_BIN_EXE_mnist"))
+        .args(["--device", "cpu", "--dataset", "fashion", "--data-dir", empty.to_str().unwrap()])
+        .env("FASHION_MNIST_MIRRORS", dead_mirror())
+        .output()
+        .unwrap();
+    assert_fails(&out, 1, "FASHION_MNIST_MIRRORS");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // A layer list that does not fit the images: refused before the data is read.
+    let out = mnist(&["--device", "cpu", "--layers", "784-128-relu-9"]);
+    assert_fails(&out, 1, "--layers");
+
     // A learning rate that makes the loss overflow.
     let out = mnist(&["--device", "cpu", "--optimizer", "sgd", "--lr", "1e6", "--limit-train", "2000", "--epochs", "1"]);
     assert_fails(&out, 1, "Try a smaller learning rate (--lr, now 1000000)");
@@ -193,9 +205,10 @@ fn train_eval_predict_end_to_end() {
     std::fs::write(p("junk.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     assert_fails(&mnist(&["eval", "--model", &p("junk.safetensors")]), 1, "bad model file");
     let bytes = std::fs::read(&model).unwrap();
-    let at = bytes.windows(13).position(|w| w == b"\"hidden\":\"64\"").unwrap();
+    let (from, to) = (b"\"layers\":\"784-64-relu-10\"", b"\"layers\":\"784-65-relu-10\"");
+    let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
     let mut wrong = bytes.clone();
-    wrong[at..at + 13].copy_from_slice(b"\"hidden\":\"65\"");
+    wrong[at..at + to.len()].copy_from_slice(to);
     std::fs::write(p("wrong.safetensors"), &wrong).unwrap();
     assert_fails(&mnist(&["predict", "--model", &p("wrong.safetensors"), paths[0].to_str().unwrap()]), 1, "[784, 65]");
     assert_fails(&mnist(&["eval", "--model", &p("missing.safetensors")]), 1, "missing.safetensors");

@@ -168,7 +168,9 @@ async fn a_short_cpu_run_streams_its_epochs_and_makes_a_model_that_reads_digits(
     let (_, s) = get(&app, "/api/status").await;
     assert_eq!(s["training"], false);
     assert_eq!(s["history"].as_array().unwrap().len(), 2);
-    assert!(s["model"]["description"].as_str().unwrap().starts_with("784-64-10 relu, run"));
+    assert!(s["model"]["description"].as_str().unwrap().starts_with("784-64-relu-10, run"));
+    assert_eq!(s["dataset"], "mnist");
+    assert_eq!(s["class_names"].as_array().unwrap().len(), 10);
     assert_eq!(s["config"], req);
 
     // The grid, predicted by the model: most of the 24 digits right.

@@ -35,7 +35,7 @@ async fn a_loaded_model_predicts_from_the_start() {
 
     let (_, s) = get(&app, "/api/status").await;
     let description = s["model"]["description"].as_str().unwrap();
-    assert!(description.starts_with("784-128-10 relu, loaded from "), "{description}");
+    assert!(description.starts_with("784-128-relu-10, loaded from "), "{description}");
     assert!(description.ends_with("model.safetensors"), "{description}");
     assert_eq!(s["training"], false);
 

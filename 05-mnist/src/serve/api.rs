@@ -35,6 +35,7 @@ pub struct TrainRequest {
     pub hidden: Vec<usize>,
     /// Every layer in stage 04's text form (`784-256-relu-dropout0.2-10`); when given, it
     /// replaces `hidden`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub layers: Option<String>,
     pub lr: f32,
     pub batch_size: usize,

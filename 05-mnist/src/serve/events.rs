@@ -75,7 +75,7 @@ pub struct SamplesEvent {
 /// The model that `/api/predict` now uses: `event: model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelInfo {
-    /// e.g. `784-128-10 relu, run 2 after epoch 3 (test accuracy 96.10%)`.
+    /// e.g. `784-128-relu-10, run 2 after epoch 3 (test accuracy 96.10%)`.
     pub description: String,
     pub hidden: Vec<usize>,
 }
