@@ -505,8 +505,8 @@ impl FusedPlan<'_> {
         let layers = &self.net.linears;
         let last = layers.len() - 1;
         let mut ops = Vec::new();
-        for l in 0..last {
-            ops.push(layers[l].forward_fused(self.input_of(l), self.t.view(self.hidden[l]), Some(self.acts[l])));
+        for (l, layer) in layers[..last].iter().enumerate() {
+            ops.push(layer.forward_fused(self.input_of(l), self.t.view(self.hidden[l]), Some(self.acts[l])));
         }
         // The fused output layer also backpropagates into the last hidden layer.
         let dh = (mode == Mode::Train && last > 0).then(|| (self.delta_of(last - 1), self.acts[last - 1]));
