@@ -592,8 +592,8 @@ mod tests {
     #[test]
     fn the_docs_quote_these_tape_lengths() {
         let spec = NetworkSpec::new(784, &[128], 10).unwrap();
-        let composed = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Composed).unwrap().train.len();
-        let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused).unwrap().train.len();
+        let composed = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Composed, 0).unwrap().train.len();
+        let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused, 0).unwrap().train.len();
         let readme = include_str!("../README.md");
         for claim in [
             format!("{composed} dispatches per step down to {fused}"),
