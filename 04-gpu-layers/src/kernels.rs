@@ -139,7 +139,7 @@ impl KernelId {
 }
 
 /// Compiled pipelines, made the first time a trainer needs them. Share one `Arc<Kernels>`
-/// between trainers to compile each kernel once per program.
+/// between trainers to compile each kernel once per process.
 #[derive(Default)]
 pub struct Kernels {
     pipelines: Mutex<HashMap<KernelId, wgpu::ComputePipeline>>,

@@ -30,7 +30,7 @@ pub struct Slot {
     pub shift: f32,
 }
 
-/// The compiled gather pipeline and its bind group layout (one per program).
+/// The compiled gather pipeline and its bind group layout (make one per process and share it).
 pub struct GatherKernel {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
