@@ -200,14 +200,15 @@ impl Bench {
         let args: Vec<String> = std::env::args().collect();
         let (warm_up, measure) = sweep.times();
         let why = match sweep {
-            Sweep::Test => "criterion's test mode: each benchmark once, on the smallest sizes, to check it",
-            Sweep::Software => "a SOFTWARE adapter, so fewer and smaller sizes (its timings are CPU timings)",
+            Sweep::Test => "criterion's test mode: each benchmark once, on its smallest size, to check it",
+            Sweep::Software => "the adapter is a software one, so fewer and smaller sizes",
             Sweep::Quick => "sizes up to where the curves usually cross",
             Sweep::Full => "BENCH_FULL is set: every size",
         };
-        eprintln!("bench: {} sweep ({why}); {FULL_ENV}=1 for the full one", sweep.name().to_uppercase());
+        let other = if sweep == Sweep::Full { String::new() } else { format!(" ({FULL_ENV}=1 for the full one)") };
+        eprintln!("bench: {} sweep: {why}{other}", sweep.name().to_uppercase());
         eprintln!(
-            "bench: criterion warm-up {warm_up:?} and measurement {measure:?} per benchmark; CPU: {}; kernel-only GPU times from {}; results in {}",
+            "bench: warm-up {warm_up:?} and measurement {measure:?} per benchmark; CPU: {}; kernel-only GPU times from {}; results in {}",
             cpu_line(),
             timer.source(),
             dir.display()
