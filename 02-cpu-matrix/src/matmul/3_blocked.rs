@@ -32,14 +32,14 @@ pub(crate) const NR: usize = 32;
 /// Depth of a packed block. A `KC x NR` micro-panel of B is 32 KiB (the size of Zen 4's L1D)
 /// and an `MR x KC` micro-panel of A 8 KiB; a longer `k` loop amortizes each load and store of
 /// the C tile. Measured on this machine: 256 beat 128 by 16% at n = 2048, tied at n = 1024.
-const KC: usize = 256;
+pub(crate) const KC: usize = 256;
 /// Rows of a packed A block: `MC x KC` floats = 192 KiB, inside the 1 MiB L2.
 const MC: usize = 192;
 /// Columns of a packed B block: `KC x NC` floats = 4 MiB, in the 32 MiB L3.
 const NC: usize = 4096;
 
-/// Which micro-kernel runs. Chosen once per call by [`MicroKernel::detect`]; tests force
-/// [`MicroKernel::Portable`] to check the fallback on machines with AVX-512 too.
+/// Which micro-kernel runs. Chosen once per call by [`MicroKernel::detect`]; tests force each
+/// one this CPU can run, and count the tiles each computed ([`TILES`]) to see which one ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MicroKernel {
     #[cfg(target_arch = "x86_64")]
@@ -55,6 +55,23 @@ impl MicroKernel {
         }
         MicroKernel::Portable
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tiles of C each micro-kernel has computed on this thread: `[avx512, portable]`. Test
+    /// builds only; the tests read it to tell which kernel ran, not which one was asked for.
+    pub(crate) static TILES: std::cell::Cell<[usize; 2]> = const { std::cell::Cell::new([0, 0]) };
+}
+
+/// Counts one tile for micro-kernel `index` (0: AVX-512, 1: portable) in [`TILES`].
+#[cfg(test)]
+fn count_tile(index: usize) {
+    TILES.with(|t| {
+        let mut v = t.get();
+        v[index] += 1;
+        t.set(v);
+    });
 }
 
 /// `out [m, n] = a [m, k] * b [k, n]`: blocked, packed, register-tiled, one thread.
@@ -304,6 +321,8 @@ unsafe fn kernel_avx512(
     accumulate: bool,
 ) {
     use std::arch::x86_64::*;
+    #[cfg(test)]
+    count_tile(0);
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     for p in 0..kc {
         // SAFETY (all pointer reads below): p < kc, so the offsets stay inside the panels.
@@ -351,6 +370,8 @@ fn kernel_portable(
     nr: usize,
     accumulate: bool,
 ) {
+    #[cfg(test)]
+    count_tile(1);
     let mut acc = [[0.0f32; NR]; MR];
     for (a_p, b_p) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
         for (row, &x) in acc.iter_mut().zip(a_p) {

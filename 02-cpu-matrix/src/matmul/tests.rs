@@ -1,11 +1,12 @@
 //! Every variant, plain and transposed, against the f64 reference on random inputs and awkward
-//! shapes; shape errors; the portable micro-kernel and odd thread counts.
+//! shapes; shape errors; each micro-kernel, forced and as chosen, seen to run; odd thread
+//! counts.
 //!
 //! Tolerance: every output is a sum of `k` products of values in [-1, 1), each rounded in f32
 //! (unit roundoff 6e-8). Summed in any order the error stays far below `k * 1e-6`, which is the
 //! absolute tolerance, plus 1e-5 relative; NaN fails (the shared checker).
 
-use super::blocked::{MicroKernel, gemm_blocked};
+use super::blocked::{KC, MR, MicroKernel, NR, TILES, gemm_blocked};
 use super::parallel::gemm_parallel;
 use super::*;
 use common::assert_close;
@@ -122,6 +123,69 @@ fn portable_micro_kernel_and_odd_thread_counts_match() {
 
 /// Floats after the output that must stay untouched.
 const GUARD: usize = 64;
+
+/// Whether this CPU has AVX-512F, read from the kernel's `/proc/cpuinfo` flags where it exists:
+/// a second opinion, independent of the `is_x86_feature_detected!` that
+/// [`MicroKernel::detect`] asks.
+fn cpu_has_avx512f() -> bool {
+    match std::fs::read_to_string("/proc/cpuinfo") {
+        Ok(info) => info.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "avx512f")),
+        #[cfg(target_arch = "x86_64")]
+        Err(_) => std::arch::is_x86_feature_detected!("avx512f"),
+        #[cfg(not(target_arch = "x86_64"))]
+        Err(_) => false,
+    }
+}
+
+/// Runs `f` and returns the tiles each micro-kernel computed meanwhile on this thread:
+/// `[avx512, portable]`.
+fn tiles_during(f: impl FnOnce()) -> [usize; 2] {
+    let before = TILES.with(|t| t.get());
+    f();
+    let after = TILES.with(|t| t.get());
+    [after[0] - before[0], after[1] - before[1]]
+}
+
+/// Says on the terminal, even when the test passes (a direct write to stderr is not captured
+/// by the test harness), that the AVX-512 micro-kernel was not tested here.
+fn say_loudly(message: &str) {
+    use std::io::Write;
+    let line = "!".repeat(78);
+    let _ = writeln!(std::io::stderr(), "\n{line}\n!! cpu-matrix: {message}\n{line}");
+}
+
+#[test]
+fn each_micro_kernel_runs_when_forced_and_detect_picks_avx512_where_the_cpu_has_it() {
+    let has_avx512 = cpu_has_avx512f();
+    // Edge tiles in both directions, two depth blocks (k > KC).
+    let (m, k, n): (usize, usize, usize) = (19, 300, 70);
+    let tiles = k.div_ceil(KC) * m.div_ceil(MR) * n.div_ceil(NR);
+    let (a, b, expected) = case(Transpose::None, (m, k, n), 11);
+    let (rel, abs) = tolerance(k);
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = has_avx512.then_some((MicroKernel::Avx512, [tiles, 0]));
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = None;
+    for (kernel, want) in std::iter::once((MicroKernel::Portable, [0, tiles])).chain(avx512) {
+        let mut out = vec![f32::NAN; m * n];
+        let ran = tiles_during(|| gemm_blocked(MatRef::of(&a), MatRef::of(&b), &mut out, n, kernel));
+        assert_eq!(ran, want, "forcing {kernel:?}: tiles computed by [AVX-512, portable]");
+        assert_close(&out, &expected.data, rel, abs);
+    }
+
+    // What runs by default: variant 3 through the public API, on this thread.
+    let default = if has_avx512 { [tiles, 0] } else { [0, tiles] };
+    let mut out = Matrix::zeros(m, n);
+    let ran = tiles_during(|| matmul_t_into(CpuKernel::Blocked, Transpose::None, &a, &b, &mut out).unwrap());
+    assert_eq!(ran, default, "variant 3 by default on a CPU {} AVX-512F: tiles by [AVX-512, portable]", if has_avx512 { "with" } else { "without" });
+    assert_close(&out.data, &expected.data, rel, abs);
+    if has_avx512 {
+        assert_eq!(format!("{:?}", MicroKernel::detect()), "Avx512");
+    } else {
+        assert_eq!(MicroKernel::detect(), MicroKernel::Portable);
+        say_loudly("this CPU lacks AVX-512F: the AVX-512 micro-kernel was NOT tested, only the portable one");
+    }
+}
 
 #[test]
 fn shape_mismatches_are_errors_naming_both_shapes() {
