@@ -80,8 +80,7 @@ impl GpuMatrix {
     }
 
     /// Copies the matrix back to the CPU (waits for all submitted work; fast path,
-    /// [`GpuContext::download`]; native targets).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// [`GpuContext::download`]).
     pub fn download(&self, ctx: &GpuContext) -> Result<Matrix, GpuError> {
         let data = ctx.download(&self.buffer, self.rows * self.cols)?;
         Ok(Matrix { rows: self.rows, cols: self.cols, data })
@@ -578,8 +577,7 @@ impl MatmulCall {
     }
 }
 
-/// Convenience: one matmul `out = op(a) * op(b)`, submitted and waited for (native targets).
-#[cfg(not(target_arch = "wasm32"))]
+/// Convenience: one matmul `out = op(a) * op(b)`, submitted and waited for.
 pub fn matmul(
     ctx: &GpuContext,
     mm: &Matmul,

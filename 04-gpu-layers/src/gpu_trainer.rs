@@ -156,50 +156,34 @@ impl GpuTrainer {
     }
 
     /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
-    /// GPU (native targets). Errors if the loss is NaN or infinite, or if labels out of range
-    /// were met.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// GPU. Errors if the loss is NaN or infinite, or if labels out of range were met.
     pub fn take_metrics(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
-        common::block_on(self.take_metrics_async(ctx))
-    }
-
-    /// [`GpuTrainer::take_metrics`] on every target: in a browser the read-back completes
-    /// through the event loop, so training code awaits this instead.
-    pub async fn take_metrics_async(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
-        let c = self.tape.read_u32_async(ctx, self.net.counters, COUNTERS).await?;
+        let c = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
         // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
         self.tape.write_u32(ctx, self.net.counters, &[0; COUNTER_STEP])?;
         self.net.metrics_from_counters(&c)
     }
 
-    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU (native targets).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU.
     pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        common::block_on(self.parameters_async(ctx))
+        self.read_layers(ctx, |l| l.params)
     }
 
-    /// [`GpuTrainer::parameters`] on every target.
-    pub async fn parameters_async(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        self.read_layers(ctx, |l| l.params).await
-    }
-
-    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`] (native
-    /// targets).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`].
     pub fn gradients(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        common::block_on(self.read_layers(ctx, |l| l.grads))
+        self.read_layers(ctx, |l| l.grads)
     }
 
-    async fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
+    fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
         let mut flat = Vec::new();
         for l in &self.net.linears {
-            flat.push(self.tape.read_f32_async(ctx, which(l), (l.inputs + 1) * l.outputs).await?);
+            flat.push(self.tape.read_f32(ctx, which(l), (l.inputs + 1) * l.outputs)?);
         }
         Ok(split_parameters(&self.net.spec, &flat))
     }
 
     /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
-    /// and step count. Takes effect at the next submit; reads nothing back.
+    /// and step count. Takes effect at the next submit.
     pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
         let flat = join_parameters(&self.net.spec, params)?;
         for (layer, p) in self.net.linears.iter().zip(&flat) {
@@ -207,22 +191,14 @@ impl GpuTrainer {
             let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
             self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
         }
-        // The step count alone goes back to 0; the loss and accuracy sums stay.
-        let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
-        ctx.queue.write_buffer(self.tape.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
-        Ok(())
+        let mut counters = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
+        counters[COUNTER_STEP] = 0;
+        self.tape.write_u32(ctx, self.net.counters, &counters)
     }
 
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run
-    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size. Waits
-    /// for the GPU (native targets).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
     pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
-        common::block_on(self.predict_probs_async(ctx, x))
-    }
-
-    /// [`GpuTrainer::predict_probs`] on every target.
-    pub async fn predict_probs_async(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
         let spec = &self.net.spec;
         if x.cols != spec.input() || x.rows == 0 {
             return Err(LayersError::Shape {
@@ -238,7 +214,7 @@ impl GpuTrainer {
             self.tape.write_f32(ctx, self.net.input, chunk)?;
             self.set_batch(ctx, rows)?;
             self.tape.run(ctx, self.predict, 1)?;
-            probs.extend(self.tape.read_f32_async(ctx, self.net.out, rows * spec.output()).await?);
+            probs.extend(self.tape.read_f32(ctx, self.net.out, rows * spec.output())?);
         }
         self.set_batch(ctx, previous)?;
         Ok(Matrix::new(x.rows, spec.output(), probs)?)
