@@ -80,7 +80,8 @@ impl GpuMatrix {
     }
 
     /// Copies the matrix back to the CPU (waits for all submitted work; fast path,
-    /// [`GpuContext::download`]).
+    /// [`GpuContext::download`]; native targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn download(&self, ctx: &GpuContext) -> Result<Matrix, GpuError> {
         let data = ctx.download(&self.buffer, self.rows * self.cols)?;
         Ok(Matrix { rows: self.rows, cols: self.cols, data })
@@ -577,7 +578,8 @@ impl MatmulCall {
     }
 }
 
-/// Convenience: one matmul `out = op(a) * op(b)`, submitted and waited for.
+/// Convenience: one matmul `out = op(a) * op(b)`, submitted and waited for (native targets).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn matmul(
     ctx: &GpuContext,
     mm: &Matmul,

@@ -7,7 +7,8 @@
 // What costs is LATENCY: a thread that walks k = 0..784 one load at a time waits for memory
 // ~800 times in a row, and a 16x16-tile kernel walks 49 tiles with two barriers each, in only 32
 // workgroups. So this kernel splits k instead: a workgroup owns TR rows x TN columns; its KS = 16
-// rows of invocations each sum every 16th k (16 chains, 16x shorter), with TR = 4 row
+// rows of invocations each sum every 16th k (16 chains, 16x shorter; KS = 8 on devices that
+// allow only WebGPU's default 256 invocations per workgroup), with TR = 4 row
 // accumulators per invocation so each weight read is used 4 times; and the k loop is unrolled
 // by 8 with all loads first, so 40 loads are in flight at once instead of 5. The KS partial
 // sums then meet in workgroup memory, where bias and activation are applied on the way out.
@@ -29,8 +30,9 @@ struct LinearParams {
 
 // From the prelude (the host sizes the grid with them): TN columns per workgroup
 // (workgroup_size.x) and TR rows per workgroup, one accumulator each per invocation. The kernel
-// reads its TR rows as one vec4, so TR is 4.
-const KS: u32 = 16u; // slices of the k loop (workgroup_size.y)
+// reads its TR rows as one vec4, so TR is 4. Also from the prelude, chosen for the device
+// (wgsl.rs, DeviceFit): KS slices of the k loop (workgroup_size.y), at least TR so that the
+// TN x KS invocations cover the TR x TN outputs of the final sum.
 
 var<workgroup> partial: array<f32, KS * TR * TN>; // [KS][TR][TN]
 

@@ -12,7 +12,8 @@
 // coalesced along k and j), and each invocation then sums its 2 x 2 parameters from there.
 // A thread that looped over the batch reading global memory would wait for ~64 loads one after
 // another; here the loads of the next round fly while the current one is multiplied. Putting
-// both layers in one dispatch saves a dispatch (and its barrier) per training step.
+// both layers in one dispatch saves a dispatch (and its barrier) per training step, where the
+// device allows the 11 storage buffers that takes.
 
 struct LayerShape {
     inputs: u32,
@@ -32,11 +33,9 @@ struct Update {
 @group(0) @binding(2) var<storage, read_write> params_a: array<f32>;
 @group(0) @binding(3) var<storage, read_write> grads_a: array<f32>;
 @group(0) @binding(4) var<storage, read_write> state_a: array<f32>;
-@group(0) @binding(5) var<storage, read> x_b: array<f32>;
-@group(0) @binding(6) var<storage, read> dy_b: array<f32>;
-@group(0) @binding(7) var<storage, read_write> params_b: array<f32>;
-@group(0) @binding(8) var<storage, read_write> grads_b: array<f32>;
-@group(0) @binding(9) var<storage, read_write> state_b: array<f32>;
+// Bindings 5-9, layer b's x_b, dy_b, params_b, grads_b and state_b, are in
+// linear_update_b.wgsl, or, on devices that allow fewer than 11 storage buffers per shader stage
+// (WebGPU's default is 8), stand-ins in linear_update_b_unbound.wgsl: one layer per dispatch.
 @group(0) @binding(10) var<storage, read> counters: array<u32>;
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;

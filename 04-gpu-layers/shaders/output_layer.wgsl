@@ -31,8 +31,9 @@ struct OutputLayerParams {
 @group(0) @binding(6) var<uniform> batch: Batch;
 @group(0) @binding(7) var<uniform> p: OutputLayerParams;
 
-const W_SHARED: u32 = 4096u; // floats of [W; b] that can be staged (16 KiB)
-const H_SHARED: u32 = 1024u; // floats of one row of h that can be staged (4 KiB)
+// From the prelude, chosen for the device (wgsl.rs, DeviceFit): W_SHARED floats of [W; b] and
+// H_SHARED floats of one row of h can be staged (4096 and 1024: 20 KiB, where the device allows
+// 25 KiB of workgroup memory in all; 2048 and 512 within WebGPU's default 16 KiB).
 var<workgroup> w_sh: array<f32, W_SHARED>;
 var<workgroup> h_sh: array<f32, H_SHARED>;
 

@@ -54,7 +54,9 @@ fn beats(b: f32, bi: u32, a: f32, ai: u32) -> bool {
 fn softmax_ce_row(lid: u32, classes: u32, label: u32, mode: u32, inv_rows: f32, first_row: bool) {
     // 1. Max and argmax: each invocation scans every ROW_WG-th class, then a tree of
     //    log2(ROW_WG) steps combines the 64 candidates.
-    var best = -3.4028235e38;
+    // -f32::MAX, by its bits: Chrome's WGSL compiler (Tint) refuses the decimal -3.4028235e38,
+    // which as an exact number lies just past the largest f32.
+    var best = bitcast<f32>(0xff7fffffu);
     var best_i = NO_INDEX;
     for (var c = lid; c < classes; c += ROW_WG) {
         let z = row_values[c];

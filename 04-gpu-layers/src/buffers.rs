@@ -59,7 +59,19 @@ impl BufferManager {
         pipeline: &wgpu::ComputePipeline,
         buffers: &[&wgpu::Buffer],
     ) -> Result<wgpu::BindGroup, GpuError> {
-        let group = ctx.bind_group(label, pipeline, 0, buffers)?;
+        let numbered: Vec<(u32, &wgpu::Buffer)> = buffers.iter().enumerate().map(|(i, b)| (i as u32, *b)).collect();
+        self.bind_group_at(ctx, label, pipeline, &numbered)
+    }
+
+    /// Like [`BufferManager::bind_group`], each buffer at the `@binding` number beside it.
+    pub fn bind_group_at(
+        &self,
+        ctx: &GpuContext,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[(u32, &wgpu::Buffer)],
+    ) -> Result<wgpu::BindGroup, GpuError> {
+        let group = ctx.bind_group_at(label, pipeline, 0, buffers)?;
         self.count(0, 1, 0);
         Ok(group)
     }

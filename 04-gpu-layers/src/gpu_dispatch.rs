@@ -30,7 +30,9 @@
 //! (Each `/` rounds up; a 1-D grid past 65,535 workgroups spills into y, see
 //! `common::workgroups_1d`.) Where an op leaves a binding unused (the output layer's `dh` with no
 //! layer below, the second layer of a one-layer `linear_update`), a placeholder buffer of the
-//! tape is bound instead, so no buffer is bound twice.
+//! tape is bound instead, so no buffer is bound twice. On a device that allows fewer than the 11
+//! storage buffers of two layers (`wgsl::DeviceFit`, a browser), `linear_update` takes one layer
+//! per dispatch and leaves bindings 5-9 out altogether.
 
 use common::{GpuContext, GpuError};
 use gpu_matmul::{GpuMatrix, MatmulCall};
@@ -77,14 +79,21 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
     let rows = |v: &View| v.rows.at(tape.max_batch);
     let batch = &tape.batch_uniform;
     let name = op.kernel_name();
-    let kernel = |id: KernelId, uniform: &wgpu::Buffer, bound: &[&wgpu::Buffer], groups: (u32, u32, u32)| {
+    // Binds `bound` at 0, 1, ... and the op's uniform last, or, where `numbers` are given, each
+    // at its own binding number (the one-layer linear_update, whose bindings 5-9 are absent).
+    let kernel_at = |id: KernelId, uniform: &wgpu::Buffer, bound: &[&wgpu::Buffer], numbers: Option<&[u32]>, groups: (u32, u32, u32)| {
         let pipeline = kernels.pipeline(ctx, id)?;
         let mut all = bound.to_vec();
         all.push(uniform);
-        let bind_group = m.bind_group(ctx, name, &pipeline, &all)?;
+        let numbered: Vec<(u32, &wgpu::Buffer)> = match numbers {
+            Some(n) => n.iter().copied().zip(all).collect(),
+            None => (0..).zip(all).collect(),
+        };
+        let bind_group = m.bind_group_at(ctx, name, &pipeline, &numbered)?;
         let opt_uniform = matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate).then(|| uniform.clone());
         Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups, opt_uniform })
     };
+    let kernel = |id, uniform, bound: &[&wgpu::Buffer], groups| kernel_at(id, uniform, bound, None, groups);
     let elementwise = |len: usize| ctx.workgroups_1d(len as u64, wgsl::WG);
     let per_row = |rows: usize| ctx.workgroups_1d(rows as u64, 1);
     let act = |a: Activation| Activation::code(Some(a));
@@ -234,6 +243,18 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 a: shape(Some(&first), ta, 0),
                 b: shape(second.as_ref(), tb, ta.0 * ta.1),
             };
+            let uniform = m.uniform(ctx, name, &u);
+            let a_bufs = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state)];
+            if !wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs {
+                // The one-layer kernel (GpuTape::add_tape gave every layer its own op): layer a's
+                // buffers, then the counters, the batch and the uniform at bindings 10-12.
+                if second.is_some() {
+                    return Err(LayersError::Spec(format!("{name}: two layers in one dispatch on a device that allows one")));
+                }
+                let bound = [a_bufs[0], a_bufs[1], a_bufs[2], a_bufs[3], a_bufs[4], buf(counters), batch];
+                let numbers = [0, 1, 2, 3, 4, 10, 11, 12];
+                return kernel_at(KernelId::LinearUpdate, &uniform, &bound, Some(&numbers), (groups as u32, 1, 1));
+            }
             let [p0, p1, p2] = &tape.placeholders_rw;
             let placeholder = &tape.placeholder;
             let b_bufs: [&wgpu::Buffer; 5] = match &second {
@@ -241,11 +262,11 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 None => [placeholder, placeholder, p0, p1, p2],
             };
             let bound = [
-                buf(first.x.tensor),
-                buf(first.dy.tensor),
-                buf(first.params),
-                buf(first.grads),
-                buf(first.state),
+                a_bufs[0],
+                a_bufs[1],
+                a_bufs[2],
+                a_bufs[3],
+                a_bufs[4],
                 b_bufs[0],
                 b_bufs[1],
                 b_bufs[2],
@@ -254,7 +275,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 buf(counters),
                 batch,
             ];
-            kernel(KernelId::LinearUpdate, &m.uniform(ctx, name, &u), &bound, (groups as u32, 1, 1))
+            kernel(KernelId::LinearUpdate, &uniform, &bound, (groups as u32, 1, 1))
         }
     }
 }

@@ -72,7 +72,12 @@ impl GpuTape {
 
     /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording.
     pub fn add_tape(&mut self, ctx: &GpuContext, kernels: &Kernels, ops: &[Op]) -> Result<TapeId, LayersError> {
-        let steps = ops.iter().map(|op| prepare(self, ctx, kernels, op)).collect::<Result<Vec<_>, _>>()?;
+        let pairs = crate::wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs;
+        let steps = ops
+            .iter()
+            .flat_map(|op| one_layer_per_update(op, pairs))
+            .map(|op| prepare(self, ctx, kernels, &op))
+            .collect::<Result<Vec<_>, _>>()?;
         self.tapes.push(steps);
         let id = TapeId(self.tapes.len() - 1);
         self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
@@ -169,13 +174,38 @@ impl GpuTape {
         Ok(())
     }
 
-    /// Reads the first `len` values of f32 tensor `t` (waits for the GPU).
+    /// Reads the first `len` values of f32 tensor `t` (waits for the GPU; native targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_f32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<f32>, LayersError> {
-        Ok(ctx.read(&self.buffers[t.0], len)?)
+        common::block_on(self.read_f32_async(ctx, t, len))
     }
 
-    /// Reads the first `len` values of u32 tensor `t` (waits for the GPU).
+    /// Reads the first `len` values of u32 tensor `t` (waits for the GPU; native targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_u32(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<u32>, LayersError> {
-        Ok(ctx.read(&self.buffers[t.0], len)?)
+        common::block_on(self.read_u32_async(ctx, t, len))
+    }
+
+    /// [`GpuTape::read_f32`] on every target (in a browser, the only form).
+    pub async fn read_f32_async(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<f32>, LayersError> {
+        Ok(ctx.read_async(&self.buffers[t.0], len).await?)
+    }
+
+    /// [`GpuTape::read_u32`] on every target (in a browser, the only form).
+    pub async fn read_u32_async(&self, ctx: &GpuContext, t: TensorId, len: usize) -> Result<Vec<u32>, LayersError> {
+        Ok(ctx.read_async(&self.buffers[t.0], len).await?)
+    }
+}
+
+/// `op`, or, on a device that cannot bind two layers' buffers at once (`pairs` false), a
+/// two-layer `LinearUpdate` as two one-layer ones. Neither layer's update reads the other's
+/// parameters, so two dispatches compute what one would.
+fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
+    match *op {
+        Op::LinearUpdate { first, second: Some(second), counters, opt } if !pairs => vec![
+            Op::LinearUpdate { first, second: None, counters, opt },
+            Op::LinearUpdate { first: second, second: None, counters, opt },
+        ],
+        _ => vec![op.clone()],
     }
 }

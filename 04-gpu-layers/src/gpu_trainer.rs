@@ -156,34 +156,50 @@ impl GpuTrainer {
     }
 
     /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
-    /// GPU. Errors if the loss is NaN or infinite, or if labels out of range were met.
+    /// GPU (native targets). Errors if the loss is NaN or infinite, or if labels out of range
+    /// were met.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn take_metrics(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
-        let c = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
+        common::block_on(self.take_metrics_async(ctx))
+    }
+
+    /// [`GpuTrainer::take_metrics`] on every target: in a browser the read-back completes
+    /// through the event loop, so training code awaits this instead.
+    pub async fn take_metrics_async(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
+        let c = self.tape.read_u32_async(ctx, self.net.counters, COUNTERS).await?;
         // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
         self.tape.write_u32(ctx, self.net.counters, &[0; COUNTER_STEP])?;
         self.net.metrics_from_counters(&c)
     }
 
-    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU.
+    /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`. Waits for the GPU (native targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        self.read_layers(ctx, |l| l.params)
+        common::block_on(self.parameters_async(ctx))
     }
 
-    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`].
+    /// [`GpuTrainer::parameters`] on every target.
+    pub async fn parameters_async(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
+        self.read_layers(ctx, |l| l.params).await
+    }
+
+    /// The gradients of the last training step, shaped like [`GpuTrainer::parameters`] (native
+    /// targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn gradients(&self, ctx: &GpuContext) -> Result<Vec<Matrix>, LayersError> {
-        self.read_layers(ctx, |l| l.grads)
+        common::block_on(self.read_layers(ctx, |l| l.grads))
     }
 
-    fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
+    async fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
         let mut flat = Vec::new();
         for l in &self.net.linears {
-            flat.push(self.tape.read_f32(ctx, which(l), (l.inputs + 1) * l.outputs)?);
+            flat.push(self.tape.read_f32_async(ctx, which(l), (l.inputs + 1) * l.outputs).await?);
         }
         Ok(split_parameters(&self.net.spec, &flat))
     }
 
     /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
-    /// and step count. Takes effect at the next submit.
+    /// and step count. Takes effect at the next submit; reads nothing back.
     pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
         let flat = join_parameters(&self.net.spec, params)?;
         for (layer, p) in self.net.linears.iter().zip(&flat) {
@@ -191,14 +207,22 @@ impl GpuTrainer {
             let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
             self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
         }
-        let mut counters = self.tape.read_u32(ctx, self.net.counters, COUNTERS)?;
-        counters[COUNTER_STEP] = 0;
-        self.tape.write_u32(ctx, self.net.counters, &counters)
+        // The step count alone goes back to 0; the loss and accuracy sums stay.
+        let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
+        ctx.queue.write_buffer(self.tape.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
+        Ok(())
     }
 
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run
-    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size.
+    /// in chunks of `max_batch`). Overwrites the input buffer; restores the batch size. Waits
+    /// for the GPU (native targets).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn predict_probs(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
+        common::block_on(self.predict_probs_async(ctx, x))
+    }
+
+    /// [`GpuTrainer::predict_probs`] on every target.
+    pub async fn predict_probs_async(&self, ctx: &GpuContext, x: &Matrix) -> Result<Matrix, LayersError> {
         let spec = &self.net.spec;
         if x.cols != spec.input() || x.rows == 0 {
             return Err(LayersError::Shape {
@@ -214,7 +238,7 @@ impl GpuTrainer {
             self.tape.write_f32(ctx, self.net.input, chunk)?;
             self.set_batch(ctx, rows)?;
             self.tape.run(ctx, self.predict, 1)?;
-            probs.extend(self.tape.read_f32(ctx, self.net.out, rows * spec.output())?);
+            probs.extend(self.tape.read_f32_async(ctx, self.net.out, rows * spec.output()).await?);
         }
         self.set_batch(ctx, previous)?;
         Ok(Matrix::new(x.rows, spec.output(), probs)?)

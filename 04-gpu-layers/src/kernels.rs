@@ -77,19 +77,23 @@ impl KernelId {
         }
     }
 
-    /// The grid constants of this kernel the host divides by, as `(WGSL name, value)`: written
-    /// into its prelude (the shared ones, like `WG`, are in every prelude).
-    pub fn tile_constants(self) -> &'static [(&'static str, u32)] {
+    /// This kernel's own constants, as `(WGSL name, value)`, written into its prelude (the
+    /// shared ones, like `WG`, are in every prelude): the grid constants the host divides by,
+    /// and the sizes `fit` chooses for the device.
+    pub fn tile_constants(self, fit: wgsl::DeviceFit) -> Vec<(&'static str, u32)> {
         match self {
-            KernelId::ColumnSum => &[("COLS", wgsl::COLUMN_SUM_COLS)],
-            KernelId::LinearForward => &[("TN", wgsl::LINEAR_FORWARD_TN), ("TR", wgsl::LINEAR_FORWARD_TR)],
-            KernelId::LinearUpdate => &[("T", wgsl::LINEAR_UPDATE_T)],
-            _ => &[],
+            KernelId::ColumnSum => vec![("COLS", wgsl::COLUMN_SUM_COLS)],
+            KernelId::LinearForward => {
+                vec![("TN", wgsl::LINEAR_FORWARD_TN), ("TR", wgsl::LINEAR_FORWARD_TR), ("KS", fit.linear_forward_ks)]
+            }
+            KernelId::OutputLayer => vec![("W_SHARED", fit.output_w_shared), ("H_SHARED", fit.output_h_shared)],
+            KernelId::LinearUpdate => vec![("T", wgsl::LINEAR_UPDATE_T)],
+            _ => Vec::new(),
         }
     }
 
-    /// The files this kernel is made of, in order, as `(path, text)`.
-    pub fn files(self) -> Vec<(&'static str, &'static str)> {
+    /// The files this kernel is made of, in order, as `(path, text)`, on a device of `fit`.
+    pub fn files(self, fit: wgsl::DeviceFit) -> Vec<(&'static str, &'static str)> {
         let body = match self {
             KernelId::BiasAdd => ("shaders/bias_add.wgsl", include_str!("../shaders/bias_add.wgsl")),
             KernelId::ActivationForward => {
@@ -124,13 +128,20 @@ impl KernelId {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }
         files.push(body);
+        if self == KernelId::LinearUpdate {
+            files.push(if fit.linear_update_pairs {
+                ("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))
+            } else {
+                ("shaders/linear_update_b_unbound.wgsl", include_str!("../shaders/linear_update_b_unbound.wgsl"))
+            });
+        }
         files
     }
 
-    /// The kernel's source: the generated prelude, then its files.
-    pub fn source(self) -> String {
-        let mut src = wgsl::prelude(self.tile_constants());
-        for (_, text) in self.files() {
+    /// The kernel's source for a device of `fit`: the generated prelude, then its files.
+    pub fn source(self, fit: wgsl::DeviceFit) -> String {
+        let mut src = wgsl::prelude(&self.tile_constants(fit));
+        for (_, text) in self.files(fit) {
             src.push('\n');
             src.push_str(text);
         }
@@ -173,7 +184,8 @@ impl Kernels {
         if let Some(p) = cache.get(&id) {
             return Ok(p.clone());
         }
-        let pipeline = build_pipeline(ctx, id.name(), &id.source(), self.bounds_checks)?;
+        let source = id.source(wgsl::DeviceFit::for_limits(&ctx.limits));
+        let pipeline = build_pipeline(ctx, id.name(), &source, self.bounds_checks)?;
         cache.insert(id, pipeline.clone());
         Ok(pipeline)
     }

@@ -38,6 +38,70 @@ const _: () = assert!(LINEAR_FORWARD_TR == 4, "linear_forward.wgsl keeps its TR 
 pub const LINEAR_UPDATE_T: u32 = 32;
 const _: () = assert!(LINEAR_UPDATE_T == 32, "linear_update.wgsl's 16 x 16 invocations each own 2 x 2 parameters");
 
+// ---- sizes chosen from the device's limits ---------------------------------------------------
+
+/// The kernel sizes that depend on the device. WebGPU guarantees only 256 invocations, 16 KiB
+/// of workgroup memory and 8 storage buffers per shader stage, and a browser may offer no more;
+/// native adapters offer 1,024, 32-48 KiB and dozens, where the larger choices are faster. The
+/// results are the same either way: only how `linear_forward` splits its k loop, how large a
+/// layer `output_layer` stages in workgroup memory (784-128-10 is staged with both), and
+/// whether `linear_update` takes two layers per dispatch change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceFit {
+    /// `linear_forward`'s slices of the k loop (WGSL `KS`): `LINEAR_FORWARD_TN x KS`
+    /// invocations per workgroup.
+    pub linear_forward_ks: u32,
+    /// Floats of `[W; b]` and of one row of `h` that `output_layer` can stage (WGSL
+    /// `W_SHARED`, `H_SHARED`); larger layers are read from memory instead.
+    pub output_w_shared: u32,
+    pub output_h_shared: u32,
+    /// Two layers per `linear_update` dispatch (11 storage buffers), or one (6).
+    pub linear_update_pairs: bool,
+}
+
+// linear_forward's TN x KS invocations sum the TR x TN outputs at the end: KS >= TR.
+const _: () = assert!(DeviceFit::LARGE.linear_forward_ks >= LINEAR_FORWARD_TR);
+const _: () = assert!(DeviceFit::WEBGPU_DEFAULTS.linear_forward_ks >= LINEAR_FORWARD_TR);
+
+impl DeviceFit {
+    /// The larger choices, which every native adapter of this project allows (lavapipe, the
+    /// H200).
+    pub const LARGE: Self = Self { linear_forward_ks: 16, output_w_shared: 4096, output_h_shared: 1024, linear_update_pairs: true };
+    /// What [`DeviceFit::LARGE`]'s kernels need, each the most of any kernel: 512 invocations
+    /// per workgroup (`linear_forward`), 25,088 bytes of workgroup memory (`output_layer`) and
+    /// 11 storage buffers (`linear_update`). A test measures all three with naga.
+    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_088, storage_buffers: 11 };
+    /// The choices within WebGPU's default limits.
+    pub const WEBGPU_DEFAULTS: Self =
+        Self { linear_forward_ks: 8, output_w_shared: 2048, output_h_shared: 512, linear_update_pairs: false };
+
+    /// Each choice of [`DeviceFit::LARGE`] where the device allows it, else the one of
+    /// [`DeviceFit::WEBGPU_DEFAULTS`].
+    pub fn for_limits(limits: &wgpu::Limits) -> Self {
+        let (large, small, needs) = (Self::LARGE, Self::WEBGPU_DEFAULTS, Self::LARGE_NEEDS);
+        let pick = |fits: bool, a, b| if fits { a } else { b };
+        let stage = limits.max_compute_workgroup_storage_size >= needs.workgroup_bytes;
+        Self {
+            linear_forward_ks: pick(
+                limits.max_compute_invocations_per_workgroup >= needs.invocations,
+                large.linear_forward_ks,
+                small.linear_forward_ks,
+            ),
+            output_w_shared: pick(stage, large.output_w_shared, small.output_w_shared),
+            output_h_shared: pick(stage, large.output_h_shared, small.output_h_shared),
+            linear_update_pairs: limits.max_storage_buffers_per_shader_stage >= needs.storage_buffers,
+        }
+    }
+}
+
+/// What a set of kernels needs of a device, per workgroup or per dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    pub invocations: u32,
+    pub workgroup_bytes: u32,
+    pub storage_buffers: u32,
+}
+
 // ---- the counters tensor ----------------------------------------------------------------------
 
 /// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
@@ -282,7 +346,7 @@ mod tests {
     fn every_kernel_compiles_with_the_prelude_and_its_uniforms_match_rust() {
         let mut seen = std::collections::HashSet::new();
         for id in KernelId::ALL {
-            let module = compile(id.name(), &id.source());
+            let module = compile(id.name(), &id.source(DeviceFit::LARGE));
             let mut layouter = naga::proc::Layouter::default();
             layouter.update(module.to_ctx()).unwrap();
             for (handle, ty) in module.types.iter() {
@@ -298,13 +362,66 @@ mod tests {
         }
     }
 
+    /// What a compiled kernel needs: invocations per workgroup, bytes of workgroup memory, and
+    /// storage buffers bound.
+    fn needs(module: &naga::Module) -> Needs {
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let globals = || module.global_variables.iter().map(|(_, v)| v);
+        Needs {
+            invocations: module.entry_points.iter().map(|e| e.workgroup_size.iter().product::<u32>()).max().unwrap_or(0),
+            workgroup_bytes: globals().filter(|v| v.space == naga::AddressSpace::WorkGroup).map(|v| layouter[v.ty].size).sum(),
+            storage_buffers: globals().filter(|v| matches!(v.space, naga::AddressSpace::Storage { .. })).count() as u32,
+        }
+    }
+
+    #[test]
+    fn every_kernel_fits_the_limits_of_its_device_fit() {
+        // What a browser may not exceed (WebGPU's defaults), and what LARGE claims to need.
+        let defaults = wgpu::Limits::defaults();
+        let webgpu = Needs {
+            invocations: defaults.max_compute_invocations_per_workgroup,
+            workgroup_bytes: defaults.max_compute_workgroup_storage_size,
+            storage_buffers: defaults.max_storage_buffers_per_shader_stage,
+        };
+        for (fit, limit) in [(DeviceFit::WEBGPU_DEFAULTS, webgpu), (DeviceFit::LARGE, DeviceFit::LARGE_NEEDS)] {
+            let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
+            for id in KernelId::ALL {
+                let n = needs(&compile(id.name(), &id.source(fit)));
+                assert!(n.invocations <= limit.invocations, "{} with {fit:?}: {n:?}", id.name());
+                assert!(n.workgroup_bytes <= limit.workgroup_bytes, "{} with {fit:?}: {n:?}", id.name());
+                assert!(n.storage_buffers <= limit.storage_buffers, "{} with {fit:?}: {n:?}", id.name());
+                most.invocations = most.invocations.max(n.invocations);
+                most.workgroup_bytes = most.workgroup_bytes.max(n.workgroup_bytes);
+                most.storage_buffers = most.storage_buffers.max(n.storage_buffers);
+            }
+            if fit == DeviceFit::LARGE {
+                assert_eq!(most, DeviceFit::LARGE_NEEDS, "LARGE_NEEDS must say what the kernels need");
+            }
+        }
+        assert_eq!(DeviceFit::for_limits(&defaults), DeviceFit::WEBGPU_DEFAULTS);
+        // lavapipe's limits; SwiftShader's in Chromium (256 invocations, 32 KiB, 10 buffers).
+        let lavapipe = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 1024,
+            max_compute_workgroup_storage_size: 32768,
+            max_storage_buffers_per_shader_stage: 1 << 20,
+            ..defaults.clone()
+        };
+        assert_eq!(DeviceFit::for_limits(&lavapipe), DeviceFit::LARGE);
+        let swiftshader =
+            wgpu::Limits { max_compute_workgroup_storage_size: 32768, max_storage_buffers_per_shader_stage: 10, ..defaults };
+        let fit = DeviceFit::for_limits(&swiftshader);
+        assert_eq!((fit.linear_forward_ks, fit.output_w_shared, fit.linear_update_pairs), (8, 4096, false));
+    }
+
     #[test]
     fn the_shader_files_leave_the_shared_numbers_to_the_prelude() {
         // A kernel that spelled a shared constant itself would fail to compile (naga refuses a
         // redefinition), but a bare number can slip in: no shader file may declare these names.
-        let names: Vec<&str> = shared_constants().iter().map(|(n, _)| *n).chain(["COLS", "TN", "TR", "T"]).collect();
+        let names: Vec<&str> =
+            shared_constants().iter().map(|(n, _)| *n).chain(["COLS", "TN", "TR", "T", "KS", "W_SHARED", "H_SHARED"]).collect();
         for id in KernelId::ALL {
-            for (file, text) in id.files() {
+            for (file, text) in [DeviceFit::LARGE, DeviceFit::WEBGPU_DEFAULTS].iter().flat_map(|&fit| id.files(fit)) {
                 for name in &names {
                     assert!(!text.contains(&format!("const {name}:")), "{file} declares {name}; it comes from src/wgsl.rs");
                 }

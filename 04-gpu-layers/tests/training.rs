@@ -16,6 +16,18 @@ fn gpu(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, fusion: Fusion) -> 
     GpuTrainer::with_options(test_context(), kernels(), spec, opt, max_batch, 7, fusion).unwrap()
 }
 
+/// A device held to WebGPU's default limits (what a browser may offer and no more), with its
+/// own kernels: `wgsl::DeviceFit::WEBGPU_DEFAULTS` (smaller workgroups and staging, one layer
+/// per `linear_update`).
+fn webgpu_defaults() -> &'static (GpuContext, Arc<Kernels>) {
+    static CTX: OnceLock<(GpuContext, Arc<Kernels>)> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let ctx = GpuContext::with_limits(wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
+        assert_eq!(gpu_layers::wgsl::DeviceFit::for_limits(&ctx.limits), gpu_layers::wgsl::DeviceFit::WEBGPU_DEFAULTS);
+        (ctx, Kernels::new())
+    })
+}
+
 /// A batch of `rows` random inputs in [-1, 1] and labels below `classes`.
 fn batch(rows: usize, cols: usize, classes: usize, seed: u64) -> (Matrix, Vec<u32>) {
     let x = Matrix::random_uniform(rows, cols, -1.0, 1.0, seed);
@@ -39,9 +51,12 @@ fn assert_params_close(ctx: &GpuContext, g: &GpuTrainer, c: &CpuTrainer, what: &
 /// Trains both devices on the same batches, the last one smaller, comparing the parameters
 /// after every step, the gradients of the first step and the metrics at the end.
 fn gpu_matches_cpu(spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
-    let ctx = test_context();
+    gpu_matches_cpu_on(test_context(), kernels(), spec, opt, fusion);
+}
+
+fn gpu_matches_cpu_on(ctx: &GpuContext, kernels: &Arc<Kernels>, spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
     let max_batch = 17;
-    let g = gpu(spec, opt, max_batch, fusion);
+    let g = GpuTrainer::with_options(ctx, kernels, spec, opt, max_batch, 7, fusion).unwrap();
     let mut c = CpuTrainer::new(spec, opt, max_batch, 7).unwrap();
     assert_params_close(ctx, &g, &c, "initial parameters");
     for (step, rows) in [17, 17, 17, 6].into_iter().enumerate() {
@@ -406,3 +421,21 @@ fn kernels_with_bounds_checks_compute_the_same() {
         common::assert_same(&p.data, &q.data);
     }
 }
+
+/// The kernels a browser gets, against the CPU, both optimizers: one to three layers (an odd
+/// number leaves the last `linear_update` with one layer on every device), and 100 inputs so
+/// that `linear_forward`'s unrolled k loop runs with its smaller KS. (Adam at 1e-3: at 1e-2 its
+/// steps of ~lr whatever the gradient's size turn rounding differences in near-zero gradients
+/// into parameter differences that, in three layers, exceed the gradient tolerance by step 4 on
+/// any device, the adapter's own limits included.)
+#[test]
+fn webgpu_default_limits_step_gpu_equals_cpu() {
+    let (ctx, kernels) = webgpu_defaults();
+    for (input, hidden) in [(13, &[][..]), (13, &[17]), (13, &[33, 9]), (100, &[40])] {
+        let spec = NetworkSpec::new(input, hidden, 5).unwrap();
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            gpu_matches_cpu_on(ctx, kernels, &spec, opt, Fusion::Fused);
+        }
+    }
+}
+

@@ -95,6 +95,10 @@ try {
   // 2. The page, connected to the event stream, with the grid of test digits.
   log("browser up");
   await page.goto(url);
+  // The page can also train in the browser (when the site is built); this test is about the
+  // server, so choose it.
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+  await page.selectOption("#where", "server");
   await page.locator("#connection", { hasText: "live" }).waitFor({ timeout: 30_000 });
   await page.locator("#samples .sample").first().waitFor({ timeout: 30_000 });
   const cells = await page.locator("#samples .sample").count();

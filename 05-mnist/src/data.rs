@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
-use crate::idx;
+use crate::idx::{self, IdxArray};
 
 /// Side of an MNIST image; one image is `PIXELS = 28 * 28` bytes.
 pub const SIDE: usize = 28;
@@ -102,23 +102,65 @@ pub fn files_present(dir: &Path) -> bool {
 /// Loads one split from an image and a label file, checking that their counts agree.
 pub fn load_split(images: &Path, labels: &Path) -> Result<Dataset> {
     let img = idx::read_images(images)?;
-    if img.dims[1] != SIDE || img.dims[2] != SIDE {
-        return Err(MnistError::Idx {
-            path: images.to_path_buf(),
-            msg: format!("images are {}x{}, MNIST images are 28x28", img.dims[1], img.dims[2]),
-        });
-    }
     let lab = idx::read_labels(labels)?;
-    if img.dims[0] != lab.dims[0] {
-        return Err(MnistError::Dataset(format!(
-            "{} holds {} images but {} holds {} labels; the counts must agree",
-            images.display(),
-            img.dims[0],
-            labels.display(),
-            lab.dims[0]
-        )));
+    split_from_arrays(img, lab, &images.display().to_string(), &labels.display().to_string())
+        .map_err(|(on_images, msg)| if on_images { MnistError::Idx { path: images.to_path_buf(), msg } } else { MnistError::Dataset(msg) })
+}
+
+/// One split from checked IDX arrays: 28x28 images, as many as there are labels. `Err((true,
+/// msg))` is about the image file alone, `Err((false, msg))` about the pair.
+fn split_from_arrays(img: IdxArray, lab: IdxArray, images: &str, labels: &str) -> Result<Dataset, (bool, String)> {
+    if img.dims[1] != SIDE || img.dims[2] != SIDE {
+        return Err((true, format!("images are {}x{}, MNIST images are 28x28", img.dims[1], img.dims[2])));
     }
-    Dataset::new(img.data, lab.data)
+    if img.dims[0] != lab.dims[0] {
+        return Err((
+            false,
+            format!(
+                "{images} holds {} images but {labels} holds {} labels; the counts must agree",
+                img.dims[0], lab.dims[0]
+            ),
+        ));
+    }
+    Dataset::new(img.data, lab.data).map_err(|e| (false, e.to_string()))
+}
+
+/// The bytes of one of the four files of `kind` as a visitor's browser got them (fetched or
+/// picked, gzipped or not) -> the checked IDX array. `name` is one of [`FILE_NAMES`] (with or
+/// without `.gz`): the decompressed bytes must have its known SHA-256, so a truncated or altered
+/// file is refused with a message that says which and why.
+pub fn check_file(kind: DatasetKind, name: &str, bytes: &[u8]) -> Result<IdxArray, String> {
+    let base = name.strip_suffix(".gz").unwrap_or(name);
+    let want = kind
+        .expected_sha256(base)
+        .ok_or_else(|| format!("{name} is not one of {}'s files {FILE_NAMES:?}", kind.title()))?;
+    let raw = if bytes.starts_with(&[0x1f, 0x8b]) { idx::gunzip(bytes).map_err(|e| format!("{name}: {e}"))? } else { bytes.to_vec() };
+    let got = crate::datasets::sha256_hex(&raw);
+    if got != want {
+        return Err(format!(
+            "{name}: SHA-256 {got}, expected {want} for {} (a damaged or different file; fetch or pick it again)",
+            kind.title()
+        ));
+    }
+    let dims = if base.contains("labels") { 1 } else { 3 };
+    let arr = idx::parse_idx(&raw, dims).map_err(|e| format!("{name}: {e}"))?;
+    if dims == 1 {
+        if let Some((i, &l)) = arr.data.iter().enumerate().find(|(_, l)| **l > 9) {
+            return Err(format!("{name}: label {i} is {l}, not a class 0..9"));
+        }
+    }
+    Ok(arr)
+}
+
+/// Both splits of `kind` from the checked files of [`check_file`], in the order of
+/// [`FILE_NAMES`].
+pub fn from_arrays(kind: DatasetKind, [train_images, train_labels, test_images, test_labels]: [IdxArray; 4]) -> Result<Mnist> {
+    let split = |img, lab, i: &str, l: &str| split_from_arrays(img, lab, i, l).map_err(|(_, msg)| MnistError::Dataset(msg));
+    Ok(Mnist {
+        train: split(train_images, train_labels, TRAIN_IMAGES, TRAIN_LABELS)?,
+        test: split(test_images, test_labels, TEST_IMAGES, TEST_LABELS)?,
+        kind,
+    })
 }
 
 /// Loads the training and test splits of `kind` from `dir` (both data sets use the same file

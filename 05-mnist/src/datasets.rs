@@ -10,7 +10,14 @@
 //! Both are read with the same code (`data.rs`, `idx.rs`) and normalised with the same
 //! constants (MNIST's mean and standard deviation; the model file records the formula).
 
+use sha2::{Digest, Sha256};
+
 use crate::data::FILE_NAMES;
+
+/// Lower-case hex SHA-256 of `bytes` (to compare with [`DatasetKind::expected_sha256`]).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Which data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]

@@ -13,9 +13,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use crate::data::FILE_NAMES;
+pub use crate::datasets::sha256_hex;
 use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
 use crate::idx::gunzip;
@@ -41,11 +40,6 @@ const MAX_DOWNLOAD: u64 = 64 << 20;
 /// The known SHA-256 (hex) of the decompressed MNIST file `name`.
 pub fn expected_sha256(name: &str) -> Option<&'static str> {
     DatasetKind::Mnist.expected_sha256(name)
-}
-
-/// Lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Downloads every file of `kind` missing from `dir` (creating `dir`), trying `mirrors` in order.

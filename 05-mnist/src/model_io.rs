@@ -69,15 +69,21 @@ fn tensor_names(layer: usize) -> (String, String) {
 }
 
 /// Writes `model` to `path` as safetensors (through a temporary file and a rename).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn save_model(path: &Path, model: &Model) -> Result<()> {
+    let data = model_bytes(model).map_err(|msg| MnistError::Model { path: path.to_path_buf(), msg })?;
+    crate::download::write_atomically(path, &data)
+}
+
+/// `model` as the bytes of a safetensors file (what [`save_model`] writes; a browser offers
+/// them as a download). `Err` says what could not be serialized.
+pub fn model_bytes(model: &Model) -> Result<Vec<u8>, String> {
     let spec = &model.spec;
     let bytes: Vec<Vec<u8>> = model.params.iter().map(|m| m.data.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
     let mut tensors = BTreeMap::new();
     for (l, &(i, o)) in spec.layer_shapes().iter().enumerate() {
         let (w, b) = tensor_names(l);
-        let view = |k: usize, shape: Vec<usize>| {
-            TensorView::new(Dtype::F32, shape, &bytes[k]).map_err(|e| MnistError::Model { path: path.to_path_buf(), msg: e.to_string() })
-        };
+        let view = |k: usize, shape: Vec<usize>| TensorView::new(Dtype::F32, shape, &bytes[k]).map_err(|e| e.to_string());
         tensors.insert(w, view(2 * l, vec![i, o])?);
         tensors.insert(b, view(2 * l + 1, vec![o])?);
     }
@@ -90,9 +96,7 @@ pub fn save_model(path: &Path, model: &Model) -> Result<()> {
         ("dataset".to_string(), model.dataset.name().to_string()),
         ("input_norm".to_string(), "(p/255 - 0.1307) / 0.3081".to_string()),
     ]);
-    let data = safetensors::serialize(tensors, Some(metadata))
-        .map_err(|e| MnistError::Model { path: path.to_path_buf(), msg: format!("serializing: {e}") })?;
-    crate::download::write_atomically(path, &data)
+    safetensors::serialize(tensors, Some(metadata)).map_err(|e| format!("serializing: {e}"))
 }
 
 /// Reads and checks a model written by [`save_model`].

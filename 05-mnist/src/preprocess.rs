@@ -12,9 +12,11 @@
 //!    the area each output pixel covers (this anti-aliases like MNIST's own scaling);
 //! 6. paste it into 28x28 so that its centre of mass lands on the centre.
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use crate::data::{PIXELS, SIDE};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::error::{MnistError, Result};
 
 /// The box the digit's longer side is scaled to (MNIST: 20 pixels in a 28-pixel frame).
@@ -131,6 +133,7 @@ fn resample_area(src: &[f32], stride: usize, (x0, y0, w, h): (usize, usize, usiz
     out
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Reads a PNG or JPEG as grey bytes `[height, width]`. Transparent pixels become white
 /// paper, so a drawing on a transparent canvas reads as dark ink on white.
 pub fn read_grey(path: &Path) -> Result<(Vec<u8>, usize, usize)> {
@@ -152,6 +155,7 @@ pub fn read_grey(path: &Path) -> Result<(Vec<u8>, usize, usize)> {
     Ok((grey, w, h))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// [`read_grey`] then [`to_mnist`]: a picture file -> `[28 * 28]` MNIST-like bytes.
 pub fn preprocess_file(path: &Path) -> Result<Vec<u8>> {
     let (grey, w, h) = read_grey(path)?;

@@ -198,3 +198,37 @@ fn dropout_networks_train_alike_on_the_gpu_and_the_cpu() {
     assert!((g.train_loss - c.train_loss).abs() < 1e-3, "train loss GPU {} CPU {}", g.train_loss, c.train_loss);
     assert!((g.test_acc - c.test_acc).abs() <= 0.01, "test accuracy GPU {} CPU {}", g.test_acc, c.test_acc);
 }
+
+/// What the browser runs: a device held to WebGPU's default limits (256 invocations and 16 KiB
+/// of workgroup memory per workgroup, 128 MiB per binding), where the kernels take their
+/// smaller sizes (`gpu_layers::wgsl::DeviceFit`). The training set stays on the GPU as bytes
+/// (47 MB for all of MNIST), so it fits a binding too. Same numbers as the CPU.
+#[test]
+fn a_device_with_webgpu_default_limits_trains_like_the_cpu() {
+    let ctx = common::GpuContext::with_limits(wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
+    assert_eq!(gpu_layers::wgsl::DeviceFit::for_limits(&ctx.limits), gpu_layers::wgsl::DeviceFit::WEBGPU_DEFAULTS);
+    // The whole training set, uploaded within the default 128 MiB binding.
+    let whole = support::mnist();
+    ctx.check_storage_size("the training images", whole.train.images.len() as u64).unwrap();
+    let gpu = Device::Gpu(Arc::new(ctx));
+    let data = Mnist { train: subset().train.take(1_000), test: subset().test.take(500), kind: subset().kind };
+    let cfg = TrainConfig { layers: TrainConfig::mlp(&[128]), optimizer: Optimizer::adam(0.001), ..config(1) };
+    let (g, c) = (&run(&gpu, &data, &cfg).history[0], &run(&Device::Cpu, &data, &cfg).history[0]);
+    eprintln!("GPU (WebGPU limits): {}\nCPU: {}", g.line(1), c.line(1));
+    assert!((g.train_loss - c.train_loss).abs() <= 1e-4 * c.train_loss, "{} vs {}", g.train_loss, c.train_loss);
+    assert!((g.test_acc - c.test_acc).abs() <= 0.003, "{} vs {}", g.test_acc, c.test_acc);
+}
+
+/// The check the in-browser test makes between WebGPU and the CPU, here between lavapipe and
+/// the CPU: the first step of a run, same seed and order, gives the same loss.
+#[test]
+fn the_first_batch_loss_is_the_same_on_both_devices() {
+    let cfg = TrainConfig { layers: TrainConfig::mlp(&[128]), batch_size: 64, optimizer: Optimizer::adam(0.001), ..config(1) };
+    let on = |device: &Device| common::block_on(mnist::train::first_batch_loss(device, subset(), &cfg)).unwrap();
+    let (g, c) = (on(&gpu()), on(&Device::Cpu));
+    eprintln!("first batch loss: GPU {g}, CPU {c}, relative difference {:e}", (g - c).abs() / c);
+    // About ln(10) = 2.3 from fresh parameters; float rounding apart (measured here: see the test
+    // output), allowed 1e-5 relative.
+    assert!((1.0..4.0).contains(&c), "{c}");
+    assert!((g - c).abs() <= 1e-5 * c, "GPU {g} vs CPU {c}");
+}

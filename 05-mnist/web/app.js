@@ -1,15 +1,26 @@
-// The page's logic, plain JavaScript with no build step and no libraries.
+// The page's logic: plain JavaScript, no build step, no libraries.
 //
-// - The form posts a JSON training request to POST /api/train; Stop posts to /api/stop.
-// - GET /api/events is a stream of server-sent events: `snapshot` (everything, sent first on
-//   every connection, so a reload or a reconnect restores the page), `start`, `progress`,
-//   `epoch`, `samples`, `model`, `done` and `error`.
-// - The drawing pad sends its raw grey pixels to POST /api/predict; the server preprocesses
-//   them like MNIST (see src/serve/) and answers ten probabilities and the 28x28 input it used.
-"use strict";
+// Where training runs (the "Train where" choice):
+// - "this browser (WebGPU)" and "this browser (CPU, WebAssembly)": the Rust trainer of stages
+//   04 and 05, compiled to WebAssembly (pkg/mnist_web.js, made by 05-mnist/web/build.sh), runs
+//   in this page. It calls back with the same events the server streams (below), so one set of
+//   handlers draws both. Nothing is sent anywhere: the data comes from this site's data/ folder
+//   or the visitor's disk, and stays in the browser's cache.
+// - "the server", offered when `mnist serve` serves the page (GET api/status answers): the form
+//   posts a JSON request to POST api/train, Stop posts api/stop, and GET api/events streams
+//   server-sent events: `snapshot` (everything, first on every connection), `start`,
+//   `progress`, `epoch`, `samples`, `model`, `done` and `error`.
+//
+// The drawing pad's pixels are read by the model in the page when there is one (trained here
+// or loaded from a .safetensors file); otherwise by the server's model (POST api/predict).
 
 const $ = (id) => document.getElementById(id);
 const PIXELS = 28 * 28;
+const SAMPLE_COUNT = 24;
+/// MNIST's four files, as the data folder names them (gzipped: NAME.gz).
+const FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
+/// The browser cache (Cache API) that keeps the checked files between visits.
+const CACHE = "mnist-data-v1";
 
 const state = {
   training: false,
@@ -17,7 +28,16 @@ const state = {
   epochsTotal: 0,
   history: [],      // one object per finished epoch of the current (or last) run
   samples: null,    // { pixels: [n * 784], labels: [n], predicted: [n] | null }
-  hasModel: false,
+  where: "browser-gpu",
+  server: false,    // served by `mnist serve`
+  web: null,        // the WebAssembly module's Session, once loaded
+  webError: null,   // why the in-browser trainer is not available
+  gpu: null,        // the WebGPU adapter's description, once asked for
+  gpuError: null,   // why WebGPU is not available
+  hasData: false,   // the page holds the checked data set
+  model: null,      // "page" (the WebAssembly session has one), "server", or null
+  events: null,     // the server's EventSource while "the server" is chosen
+  browserRun: 0,
 };
 
 // ---------------------------------------------------------------- small helpers
@@ -44,6 +64,8 @@ async function postJson(url, body) {
   }
   return data;
 }
+
+const errorText = (e) => (e && e.message) || String(e);
 
 // ---------------------------------------------------------------- the training form
 
@@ -75,7 +97,7 @@ function fillForm(cfg) {
   $("optimizer").value = cfg.optimizer;
   $("momentum").value = cfg.momentum;
   $("schedule").value = cfg.schedule;
-  $("device").value = cfg.device;
+  if (cfg.device) $("device").value = cfg.device;
   $("limit_train").value = cfg.limit_train == null ? "" : cfg.limit_train;
   $("seed").value = cfg.seed;
 }
@@ -87,19 +109,28 @@ function setTraining(on) {
   for (const el of $("train-form").elements) {
     if (el.tagName !== "BUTTON") el.disabled = on;
   }
-  if (!on) $("momentum").disabled = $("optimizer").value === "adam";
+  if (!on) {
+    $("momentum").disabled = $("optimizer").value === "adam";
+    for (const opt of $("where").options) opt.disabled = !available(opt.value);
+  }
+  $("load-model").disabled = on;
+  $("pick-data").disabled = on;
 }
 
 $("train-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   showMessage("");
-  $("start").disabled = true;
-  try {
-    await postJson("/api/train", readForm());
-    // The `start` event that follows updates the page.
-  } catch (e) {
-    showMessage("Could not start training: " + e.message);
-    $("start").disabled = state.training;
+  if (state.where === "server") {
+    $("start").disabled = true;
+    try {
+      await postJson("api/train", readForm());
+      // The `start` event that follows updates the page.
+    } catch (e) {
+      showMessage("Could not start training: " + errorText(e));
+      $("start").disabled = state.training;
+    }
+  } else {
+    trainInBrowser();
   }
 });
 
@@ -114,13 +145,50 @@ $("optimizer").addEventListener("change", () => {
 
 $("stop").addEventListener("click", async () => {
   $("stop").disabled = true;
+  if (state.where !== "server") {
+    state.web.stop();
+    $("progress-text").textContent += " Stopping after the current batch…";
+    return;
+  }
   try {
-    await postJson("/api/stop");
+    await postJson("api/stop");
     $("progress-text").textContent += " Stopping after the current batch…";
   } catch (e) {
-    showMessage("Could not stop: " + e.message);
+    showMessage("Could not stop: " + errorText(e));
   }
 });
+
+// ---------------------------------------------------------------- where to train
+
+/// Whether a choice of "Train where" can be used now.
+function available(where) {
+  if (where === "server") return state.server;
+  if (!state.web || !state.hasData) return false;
+  return where === "browser-cpu" || (where === "browser-gpu" && state.gpu !== null);
+}
+
+function setWhere(where) {
+  state.where = where;
+  $("where").value = where;
+  document.body.dataset.where = where;
+  const pill = $("connection");
+  if (where === "server") {
+    connect();
+  } else {
+    if (state.events) { state.events.close(); state.events = null; }
+    pill.textContent = "in this browser";
+    pill.className = "pill pill-on";
+    pill.title = "training runs in this page; nothing is sent to a server";
+    showAdapter(where === "browser-gpu" ? state.gpu : cpuAdapter());
+  }
+}
+
+$("where").addEventListener("change", () => setWhere($("where").value));
+
+function cpuAdapter() {
+  const threads = navigator.hardwareConcurrency ? `, 1 of ${navigator.hardwareConcurrency} cores` : "";
+  return { name: `CPU (WebAssembly in this browser${threads})`, software: false, warning: null };
+}
 
 // ---------------------------------------------------------------- progress and adapter
 
@@ -139,9 +207,10 @@ function showAdapter(adapter) {
   warn.hidden = !adapter.warning;
 }
 
-function showModel(model) {
-  state.hasModel = !!model;
-  $("model").textContent = model ? model.description : "none yet: train one, or start the server with --model";
+function showModel(model, source) {
+  state.model = model ? source : null;
+  $("model").textContent = model ? model.description : "none yet: train one or load one";
+  $("download-model").disabled = state.model !== "page";
 }
 
 // ---------------------------------------------------------------- charts
@@ -166,7 +235,7 @@ function drawChart(canvas, series, opts) {
     hi = Math.min(opts.ceil !== undefined ? opts.ceil : Infinity, hi + pad);
   }
   if (hi <= lo) hi = lo + 1;
-  const x = (i) => left + (n <= 1 ? 0.5 : i / (n - 1)) * (W - left - right) * (n <= 1 ? 1 : 1);
+  const x = (i) => left + (n <= 1 ? 0.5 : i / (n - 1)) * (W - left - right);
   const y = (v) => top + (1 - (v - lo) / (hi - lo)) * (H - top - bottom);
 
   // Grid and axes.
@@ -274,19 +343,76 @@ function renderSamples() {
     : "no model yet: predictions appear after the first epoch";
 }
 
+/// The grid's digits: from the page's own data set when it has one, else from the server.
 async function loadSamples() {
   try {
-    const res = await fetch("/api/samples");
-    const data = await res.json();
-    if (!res.ok) throw new Error(data.error || res.statusText);
-    state.samples = data;
+    if (state.web && state.hasData) {
+      state.samples = JSON.parse(state.web.samples(SAMPLE_COUNT));
+    } else if (state.server) {
+      const res = await fetch("api/samples");
+      const data = await res.json();
+      if (!res.ok) throw new Error(data.error || res.statusText);
+      state.samples = data;
+    } else {
+      return;
+    }
     renderSamples();
   } catch (e) {
-    $("samples-text").textContent = "could not load the test digits: " + e.message;
+    $("samples-text").textContent = "could not load the test digits: " + errorText(e);
   }
 }
 
-// ---------------------------------------------------------------- the event stream
+// ---------------------------------------------------------------- events (server or page)
+
+function formatLr(lr) { return Number(lr.toPrecision(3)).toString(); }
+
+function progressText(p) {
+  const ips = p.images_per_sec ? ` · ${Math.round(p.images_per_sec).toLocaleString("en-US")} images/s` : "";
+  return `Epoch ${p.epoch}/${state.epochsTotal} · lr ${formatLr(p.lr)} · batch ${p.batch}/${p.batches} · ` +
+    `loss ${p.loss.toFixed(4)}${ips}`;
+}
+
+/// One handler per event, for the server's stream and the in-browser runs alike. `source` is
+/// "server" or "page": where the model of a `model` event lives.
+function handlers(source) {
+  return {
+    snapshot: applySnapshot,
+    start(e) {
+      showMessage("");
+      state.run = e.run;
+      state.epochsTotal = e.config.epochs;
+      state.history = [];
+      fillForm(e.config);
+      setTraining(true);
+      showAdapter(e.adapter);
+      drawCharts();
+      renderEpochTable();
+      setProgress(1, 0, 1, `Started: ${e.train_images.toLocaleString("en-US")} training images, ` +
+        `${e.batches_per_epoch} batches per epoch, on ${e.adapter.name}.`);
+    },
+    progress(p) { setProgress(p.epoch, p.batch, p.batches, progressText(p)); },
+    epoch(e) {
+      state.history.push(e);
+      setProgress(e.epoch, 1, 1, `Epoch ${e.epoch}/${state.epochsTotal}: test accuracy ${pct(e.test_acc)}, ` +
+        `test loss ${e.test_loss.toFixed(4)}, ${e.seconds.toFixed(2)} s.`);
+      drawCharts();
+      renderEpochTable();
+    },
+    samples(e) {
+      if (state.samples) { state.samples.predicted = e.predicted; renderSamples(); }
+    },
+    model(m) { showModel(m, source); predictNow(); },
+    done(e) {
+      setTraining(false);
+      $("progress-text").textContent = e.message;
+    },
+    error(e) {
+      setTraining(false);
+      $("progress-text").textContent = "Training failed.";
+      showMessage(e.message);
+    },
+  };
+}
 
 function applySnapshot(s) {
   state.run = s.run;
@@ -295,7 +421,7 @@ function applySnapshot(s) {
   fillForm(s.config);
   setTraining(s.training);
   showAdapter(s.adapter);
-  showModel(s.model);
+  if (s.model || state.model !== "page") showModel(s.model, "server");
   if (s.progress) {
     const p = s.progress;
     setProgress(p.epoch, p.batch, p.batches, progressText(p));
@@ -307,61 +433,168 @@ function applySnapshot(s) {
   if (s.last_error) showMessage(s.last_error);
   drawCharts();
   renderEpochTable();
-  if (state.samples && s.samples_predicted !== undefined) {
+  if (state.samples && s.samples_predicted !== undefined && state.model === "server") {
     state.samples.predicted = s.samples_predicted;
     renderSamples();
   }
 }
 
-function formatLr(lr) { return Number(lr.toPrecision(3)).toString(); }
-
-function progressText(p) {
-  const ips = p.images_per_sec ? ` · ${Math.round(p.images_per_sec).toLocaleString("en-US")} images/s` : "";
-  return `Epoch ${p.epoch}/${state.epochsTotal} · lr ${formatLr(p.lr)} · batch ${p.batch}/${p.batches} · ` +
-    `loss ${p.loss.toFixed(4)}${ips}`;
-}
-
+/// The server's event stream (only while "the server" is chosen).
 function connect() {
-  const es = new EventSource("/api/events");
-  const on = (name, fn) => es.addEventListener(name, (ev) => fn(JSON.parse(ev.data)));
-  es.onopen = () => { $("connection").textContent = "live"; $("connection").className = "pill pill-on"; };
-  es.onerror = () => { $("connection").textContent = "reconnecting…"; $("connection").className = "pill pill-off"; };
-  on("snapshot", applySnapshot);
-  on("start", (e) => {
-    showMessage("");
-    state.run = e.run;
-    state.epochsTotal = e.config.epochs;
-    state.history = [];
-    fillForm(e.config);
-    setTraining(true);
-    showAdapter(e.adapter);
-    drawCharts();
-    renderEpochTable();
-    setProgress(1, 0, 1, `Started: ${e.train_images.toLocaleString("en-US")} training images, ` +
-      `${e.batches_per_epoch} batches per epoch, on ${e.adapter.name}.`);
-  });
-  on("progress", (p) => setProgress(p.epoch, p.batch, p.batches, progressText(p)));
-  on("epoch", (e) => {
-    state.history.push(e);
-    setProgress(e.epoch, 1, 1, `Epoch ${e.epoch}/${state.epochsTotal}: test accuracy ${pct(e.test_acc)}, ` +
-      `test loss ${e.test_loss.toFixed(4)}, ${e.seconds.toFixed(2)} s.`);
-    drawCharts();
-    renderEpochTable();
-  });
-  on("samples", (e) => {
-    if (state.samples) { state.samples.predicted = e.predicted; renderSamples(); }
-  });
-  on("model", (m) => { showModel(m); predictNow(); });
-  on("done", (e) => {
-    setTraining(false);
-    $("progress-text").textContent = e.message;
-  });
-  on("error", (e) => {
-    setTraining(false);
-    $("progress-text").textContent = "Training failed.";
-    showMessage(e.message);
-  });
+  if (state.events) return;
+  const es = new EventSource("api/events");
+  state.events = es;
+  const h = handlers("server");
+  for (const name of Object.keys(h)) es.addEventListener(name, (ev) => h[name](JSON.parse(ev.data)));
+  const pill = $("connection");
+  pill.title = "the live event stream from the server";
+  es.onopen = () => { pill.textContent = "live"; pill.className = "pill pill-on"; };
+  es.onerror = () => { pill.textContent = "reconnecting…"; pill.className = "pill pill-off"; };
 }
+
+// ---------------------------------------------------------------- training in this browser
+
+async function trainInBrowser() {
+  const req = readForm();
+  delete req.device;
+  const limitTest = $("limit_test").value.trim();
+  if (limitTest !== "") req.limit_test = Number(limitTest);
+  const device = state.where === "browser-gpu" ? "gpu" : "cpu";
+  state.browserRun += 1;
+  const h = handlers("page");
+  setTraining(true);
+  $("progress-text").textContent = "Preparing…";
+  try {
+    await state.web.train(JSON.stringify(req), device, state.browserRun, (name, json) => h[name](JSON.parse(json)));
+  } catch (e) {
+    h.error({ run: state.browserRun, message: errorText(e) });
+  }
+}
+
+// ---------------------------------------------------------------- the data set
+
+const cacheKey = (name) => new Request(new URL(`mnist-cache/${name}`, location.href));
+
+async function openCache() {
+  try { return self.caches ? await caches.open(CACHE) : null; } catch (_) { return null; }
+}
+
+/// data/NAME.gz (or data/NAME) from the site, or null when the site has neither.
+async function fetchFile(name) {
+  for (const path of [`data/${name}.gz`, `data/${name}`]) {
+    const res = await fetch(path).catch(() => null);
+    if (res && res.ok) return new Uint8Array(await res.arrayBuffer());
+  }
+  return null;
+}
+
+function dataText(text) { $("data-text").textContent = text; }
+
+/// Gets the four files (browser cache first, then the site), checks each in WebAssembly, and
+/// caches what passed. Files that are missing leave the page asking the visitor to pick them.
+async function loadData() {
+  const cache = await openCache();
+  const from = { cache: 0, site: 0 };
+  const missing = [];
+  for (const name of FILES) {
+    let bytes = null;
+    const hit = cache && (await cache.match(cacheKey(name)));
+    if (hit) {
+      bytes = new Uint8Array(await hit.arrayBuffer());
+      try { state.web.add_file(name, bytes); from.cache += 1; continue; } catch (_) {
+        await cache.delete(cacheKey(name)); // a damaged copy: fetch it again
+      }
+    }
+    dataText(`Fetching ${name}…`);
+    bytes = await fetchFile(name);
+    if (!bytes) { missing.push(name); continue; }
+    try {
+      state.web.add_file(name, bytes);
+      from.site += 1;
+      if (cache) await cache.put(cacheKey(name), new Response(bytes));
+    } catch (e) {
+      missing.push(name);
+      showMessage(errorText(e));
+    }
+  }
+  dataReady(missing, from);
+}
+
+function dataReady(missing, from) {
+  state.hasData = state.web.has_data();
+  document.body.dataset.data = state.hasData ? "ready" : "missing";
+  if (state.hasData) {
+    const where = [from.cache && `${from.cache} from this browser's cache`, from.site && `${from.site} from this site`,
+      from.picked && `${from.picked} picked from disk`].filter(Boolean).join(", ");
+    dataText(`MNIST ready: 60,000 training and 10,000 test images, every file checked (SHA-256, IDX)${where ? "; " + where : ""}.`);
+  } else {
+    dataText(`Missing: ${missing.join(", ")}. This site has no data/ folder with them: pick the files from your disk ` +
+      "(from https://ossci-datasets.s3.amazonaws.com/mnist/ or `mnist download`).");
+  }
+  refreshWhere();
+  loadSamples();
+}
+
+$("pick-data").addEventListener("change", async (ev) => {
+  showMessage("");
+  const cache = await openCache();
+  const problems = [];
+  let picked = 0;
+  for (const file of ev.target.files) {
+    const name = file.name.replace(/\.gz$/, "");
+    try {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      state.web.add_file(file.name, bytes);
+      picked += 1;
+      if (cache) await cache.put(cacheKey(name), new Response(bytes));
+    } catch (e) {
+      problems.push(errorText(e));
+    }
+  }
+  if (problems.length) showMessage(problems.join("\n"));
+  ev.target.value = "";
+  dataReady(JSON.parse(state.web.missing_files()), { picked });
+});
+
+$("forget-data").addEventListener("click", async () => {
+  const cache = await openCache();
+  if (cache) for (const name of FILES) await cache.delete(cacheKey(name));
+  dataText((state.hasData ? "This page still holds the data set; " : "") +
+    "the browser's copy is deleted: the next visit fetches the files again.");
+});
+
+// ---------------------------------------------------------------- models in the page
+
+$("download-model").addEventListener("click", () => {
+  try {
+    const bytes = state.web.model_safetensors();
+    const url = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = "mnist-model.safetensors";
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  } catch (e) {
+    showMessage("Could not save the model: " + errorText(e));
+  }
+});
+
+$("load-model").addEventListener("change", async (ev) => {
+  const file = ev.target.files[0];
+  ev.target.value = "";
+  if (!file) return;
+  showMessage("");
+  try {
+    const info = JSON.parse(state.web.load_model(new Uint8Array(await file.arrayBuffer()), file.name));
+    showModel(info, "page");
+    if (state.samples && state.hasData) loadSamples();
+    predictNow();
+  } catch (e) {
+    showMessage("Could not load the model: " + errorText(e));
+  }
+});
 
 // ---------------------------------------------------------------- the drawing pad
 
@@ -429,23 +662,27 @@ function predictSoon() {
 
 async function predictNow() {
   if (!inked) return;
-  if (!state.hasModel) {
-    $("draw-text").textContent = "No model yet: start training (the first epoch makes one) or load one with --model.";
+  if (!state.model) {
+    $("draw-text").textContent = "No model yet: start training (the first epoch makes one) or load one.";
     return;
   }
   if (inFlight) { again = true; return; }
   inFlight = true;
   again = false;
   const img = pctx.getImageData(0, 0, pad.width, pad.height).data;
-  const pixels = new Array(pad.width * pad.height);
+  const pixels = new Uint8Array(pad.width * pad.height);
   for (let i = 0; i < pixels.length; i++) pixels[i] = img[4 * i]; // grey: the red channel
   try {
-    const r = await postJson("/api/predict", { width: pad.width, height: pad.height, pixels });
+    // The page's own model reads the drawing here; only a server model needs the pixels sent.
+    const r = state.model === "page"
+      ? JSON.parse(state.web.predict_drawing(pixels, pad.width, pad.height))
+      : await postJson("api/predict", { width: pad.width, height: pad.height, pixels: Array.from(pixels) });
     renderProbs(r.probabilities);
     paintDigit($("seen"), r.input, 0);
-    $("draw-text").textContent = `The network reads a ${r.digit} (${pct(r.probabilities[r.digit])}).`;
+    const where = state.model === "page" ? "in this page" : "on the server";
+    $("draw-text").textContent = `The network reads a ${r.digit} (${pct(r.probabilities[r.digit])}, ${where}).`;
   } catch (e) {
-    $("draw-text").textContent = "Could not classify: " + e.message;
+    $("draw-text").textContent = "Could not classify: " + errorText(e);
   } finally {
     inFlight = false;
     if (again) predictNow();
@@ -473,6 +710,94 @@ function renderProbs(probs) {
 
 // ---------------------------------------------------------------- start
 
-clearPad();
-drawCharts();
-loadSamples().then(connect);
+/// Offers the choices that work now, with the reason beside those that do not, and picks the
+/// best one when the current one is not available: WebGPU, then the CPU, then the server.
+function refreshWhere() {
+  const select = $("where");
+  if (state.server && ![...select.options].some((o) => o.value === "server")) {
+    select.add(new Option("the server (mnist serve)", "server"));
+  }
+  const why = {
+    "browser-gpu": state.webError || state.gpuError || (!state.hasData && "no data yet"),
+    "browser-cpu": state.webError || (!state.hasData && "no data yet"),
+  };
+  const label = { "browser-gpu": "this browser (WebGPU)", "browser-cpu": "this browser (CPU, WebAssembly)" };
+  for (const opt of select.options) {
+    opt.disabled = !available(opt.value);
+    if (label[opt.value]) opt.textContent = label[opt.value] + (opt.disabled && why[opt.value] ? ` — ${why[opt.value]}` : "");
+  }
+  if (state.training) return;
+  const best = ["browser-gpu", "browser-cpu", "server"].find(available);
+  if (!available(state.where) && best) setWhere(best);
+  else setWhere(state.where);
+}
+
+/// Served by `mnist serve`? Its pages carry an `x-served-by` header; any static host answers
+/// this HEAD request of the page itself, so nothing 404s on a site without the server.
+async function probeServer() {
+  try {
+    const res = await fetch(location.pathname, { method: "HEAD", cache: "no-store" });
+    state.server = res.headers.get("x-served-by") === "mnist serve";
+  } catch (_) {
+    state.server = false;
+  }
+}
+
+/// The in-browser trainer (05-mnist/web/build.sh puts it in pkg/).
+async function loadWasm() {
+  try {
+    const mod = await import("./pkg/mnist_web.js");
+    await mod.default();
+    state.web = new mod.Session();
+  } catch (e) {
+    state.webError = "not built into this site";
+    showMessage("The in-browser trainer is missing from this site (" + errorText(e) + "). " +
+      "Build the site with `bash 05-mnist/web/build.sh` and serve target/site.");
+  }
+}
+
+/// WebGPU: the adapter the browser gives, or why there is none (the CPU path is the fallback).
+async function probeWebGpu() {
+  if (!state.web) return;
+  if (!navigator.gpu) {
+    state.gpuError = "this browser has no WebGPU";
+    return;
+  }
+  try {
+    state.gpu = JSON.parse(await state.web.webgpu());
+  } catch (e) {
+    state.gpuError = "no WebGPU adapter";
+    console.warn("WebGPU:", errorText(e));
+  }
+}
+
+async function start() {
+  clearPad();
+  drawCharts();
+  document.body.dataset.where = state.where;
+  await Promise.all([probeServer(), loadWasm()]);
+  await probeWebGpu();
+  refreshWhere();
+  if (state.web) {
+    const model = JSON.parse(state.web.model_info());
+    if (model) showModel(model, "page");
+    await loadData();
+  } else {
+    dataText("No in-browser trainer on this site: training runs on the server.");
+    refreshWhere();
+    loadSamples();
+  }
+  // For tests and the curious (the browser console): the session, and the loss of the first
+  // batch of the form's run on "gpu" or "cpu" (same seed, same data order).
+  window.mnistPage = {
+    state,
+    firstBatchLoss: (device) => {
+      const req = readForm();
+      delete req.device;
+      return state.web.first_batch_loss(JSON.stringify(req), device);
+    },
+  };
+  document.body.dataset.ready = "true";
+}
+
+start();

@@ -3,7 +3,8 @@
 //! A GPU buffer lives in GPU memory; the CPU cannot read it directly. To read a result we copy
 //! it into a *staging* buffer (`MAP_READ | COPY_DST`), wait for the GPU, map the staging buffer
 //! and copy the bytes out. Staging buffers are expensive to create, so the context keeps one
-//! and grows it when a larger read comes along.
+//! and grows it when a larger read comes along. Waiting is written once, as `read_async`
+//! (see `wait.rs`); `read` blocks on it natively.
 
 use bytemuck::Pod;
 use wgpu::util::DeviceExt;
@@ -92,15 +93,29 @@ impl GpuContext {
     }
 
     /// Reads the first `len` elements of `buffer` back to the CPU. Waits for all submitted work.
+    /// (Native targets; in a browser use [`GpuContext::read_async`].)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read<T: Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
-        let mut out = vec![T::zeroed(); len];
-        self.read_into(buffer, &mut out)?;
-        Ok(out)
+        crate::block_on(self.read_async(buffer, len))
     }
 
     /// Reads `out.len()` elements from the start of `buffer` into `out`, through the context's
-    /// reused staging buffer.
+    /// reused staging buffer. (Native targets; in a browser use [`GpuContext::read_into_async`].)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_into<T: Pod>(&self, buffer: &wgpu::Buffer, out: &mut [T]) -> Result<(), GpuError> {
+        crate::block_on(self.read_into_async(buffer, out))
+    }
+
+    /// [`GpuContext::read`] on every target: completes when the data is back.
+    pub async fn read_async<T: Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
+        let mut out = vec![T::zeroed(); len];
+        self.read_into_async(buffer, &mut out).await?;
+        Ok(out)
+    }
+
+    /// [`GpuContext::read_into`] on every target. The copy into the staging buffer is queued
+    /// behind all submitted work, so the data is what that work left in `buffer`.
+    pub async fn read_into_async<T: Pod>(&self, buffer: &wgpu::Buffer, out: &mut [T]) -> Result<(), GpuError> {
         let bytes = std::mem::size_of_val(out) as u64;
         if bytes == 0 {
             return Ok(());
@@ -113,39 +128,36 @@ impl GpuContext {
         }
         // wgpu copies and maps in multiples of 4 bytes.
         let copy_bytes = bytes.next_multiple_of(4).min(buffer.size());
-        let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref().is_none_or(|s| s.size() < copy_bytes) {
+        // Take the staging buffer out of the context while it is mapped (no lock is held across
+        // the wait); a second read in flight meanwhile makes its own, and the larger is kept.
+        let taken = self.staging.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let staging = match taken {
+            Some(s) if s.size() >= copy_bytes => s,
             // Grow to the next power of two so a sequence of growing reads allocates rarely, but
             // never past the device's largest buffer (the H200's is 4094 MiB, not a power of two).
             // `copy_bytes` itself fits: it is at most the size of an existing buffer.
-            let size = copy_bytes.next_power_of_two().max(256).min(self.limits.max_buffer_size.max(copy_bytes));
-            *guard = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
+            _ => self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("staging (read-back)"),
-                size,
+                size: copy_bytes.next_power_of_two().max(256).min(self.limits.max_buffer_size.max(copy_bytes)),
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
-            }));
-        }
-        let staging = guard.as_ref().expect("staging buffer was just created");
+            }),
+        };
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
-        encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, copy_bytes);
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, copy_bytes);
         self.queue.submit([encoder.finish()]);
 
         let slice = staging.slice(..copy_bytes);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        // map_async only completes once the device is polled.
-        self.wait()?;
-        rx.recv()
-            .map_err(|e| GpuError::Device(format!("map callback dropped: {e}")))?
-            .map_err(|e| GpuError::Device(format!("mapping the staging buffer failed: {e}")))?;
+        self.map_read(slice).await?;
         {
             let view = slice.get_mapped_range().map_err(|e| GpuError::Device(e.to_string()))?;
             bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(&view[..bytes as usize]);
         }
         staging.unmap();
+        let mut slot = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|s| s.size() < staging.size()) {
+            *slot = Some(staging);
+        }
         Ok(())
     }
 }
@@ -154,4 +166,34 @@ fn pad_to_4(bytes: &[u8]) -> Vec<u8> {
     let mut v = bytes.to_vec();
     v.resize(bytes.len().next_multiple_of(4).max(4), 0);
     v
+}
+
+/// In a browser the upload is `Queue::write_buffer`, the simple path: the browser stages the
+/// bytes itself, and nothing here may wait for a mapping, as the fast path of `transfer.rs`
+/// (native only) does. Same checks and padding as there.
+#[cfg(target_arch = "wasm32")]
+impl GpuContext {
+    /// Queues a copy of `data` into `dst` at byte `dst_offset` (a multiple of 4); later submits
+    /// see it. `dst` must hold `data`'s bytes rounded up to a whole number of 4-byte words.
+    pub fn upload<T: Pod>(&self, dst: &wgpu::Buffer, dst_offset: u64, data: &[T]) -> Result<(), GpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let end = dst_offset + (bytes.len() as u64).next_multiple_of(4);
+        if !dst_offset.is_multiple_of(4) || end > dst.size() {
+            return Err(GpuError::Validation(format!(
+                "upload into bytes {dst_offset}..{end} of a buffer of {} bytes (copies are whole 4-byte words)",
+                dst.size()
+            )));
+        }
+        if bytes.len().is_multiple_of(4) {
+            self.queue.write_buffer(dst, dst_offset, bytes);
+        } else {
+            self.queue.write_buffer(dst, dst_offset, &pad_to_4(bytes));
+        }
+        Ok(())
+    }
+
+    /// A storage buffer holding `data`: [`GpuContext::storage_buffer`] in a browser.
+    pub fn storage_buffer_uploaded<T: Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer, GpuError> {
+        self.storage_buffer(label, data)
+    }
 }

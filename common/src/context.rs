@@ -9,10 +9,18 @@
 //!   and cooperative matrices where the adapter has them;
 //! - tells you which adapter runs your code, and warns loudly when it is a CPU pretending to
 //!   be a GPU (Mesa's llvmpipe/lavapipe, SwiftShader, WARP).
+//!
+//! The same code runs in a browser (`wasm32-unknown-unknown`, wgpu's WebGPU backend): there
+//! [`GpuContext::new_async`] asks the browser for its adapter (it offers one, chosen by the
+//! browser), names it from the browser's adapter info (`google swiftshader` is Chromium's
+//! software renderer), and requests the limits that adapter offers, which may be no more than
+//! WebGPU's defaults (128 MiB per storage binding, 16 KiB of workgroup memory, 256 invocations
+//! per workgroup). Nothing may block in a browser, so only the async constructor exists there.
 
 use std::sync::Mutex;
 
 use crate::error::GpuError;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::transfer::{Transfer, TransferConfig};
 
 /// The environment variable that selects an adapter by part of its name (case-insensitive).
@@ -33,24 +41,90 @@ pub struct GpuContext {
     /// A staging buffer reused by every read-back (see `buffers.rs`), grown on demand.
     pub(crate) staging: Mutex<Option<wgpu::Buffer>>,
     /// The staging buffers of the fast path (`transfer.rs`): `upload`, `download`.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) transfer: Mutex<Transfer>,
+    /// In a browser: the first GPU error the device reported and nobody has seen yet (see
+    /// [`GpuContext::check_errors`]).
+    #[cfg(target_arch = "wasm32")]
+    errors: std::sync::Arc<Mutex<Option<GpuError>>>,
 }
 
 impl GpuContext {
     /// Creates the context on the best adapter (or the one `WGPU_ADAPTER_NAME` names).
     ///
     /// This does not print anything: call [`GpuContext::print_banner`] in programs.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new() -> Result<Self, GpuError> {
-        pollster::block_on(Self::new_async())
+        crate::block_on(Self::new_async())
     }
 
-    async fn new_async() -> Result<Self, GpuError> {
+    /// [`GpuContext::new`] as a future: the only constructor in a browser, where the adapter
+    /// and the device arrive through the event loop.
+    pub async fn new_async() -> Result<Self, GpuError> {
+        let (instance, adapter, info) = Self::adapter().await?;
+        Self::with_adapter(instance, adapter, info, None).await
+    }
+
+    /// [`GpuContext::new`] with the device limited to `limits` instead of the adapter's own:
+    /// `wgpu::Limits::defaults()` are WebGPU's, what a browser may offer and no more, so a
+    /// program that runs on such a context fits every browser. Fails when the adapter offers
+    /// less than `limits`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_limits(limits: wgpu::Limits) -> Result<Self, GpuError> {
+        crate::block_on(async {
+            let (instance, adapter, info) = Self::adapter().await?;
+            Self::with_adapter(instance, adapter, info, Some(limits)).await
+        })
+    }
+
+    /// Natively: every adapter of every API, ranked (or the one `WGPU_ADAPTER_NAME` names).
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn adapter() -> Result<(wgpu::Instance, wgpu::Adapter, wgpu::AdapterInfo), GpuError> {
         // `from_env` reads WGPU_BACKEND (vulkan, metal, dx12, gl) and the debug flags.
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
         let wanted = std::env::var(ADAPTER_ENV).ok().filter(|s| !s.trim().is_empty());
         let adapter = choose_adapter(adapters, wanted.as_deref())?;
         let info = adapter.get_info();
+        Ok((instance, adapter, info))
+    }
+
+    /// In a browser: the one adapter WebGPU gives (high performance preferred), named from the
+    /// browser's `GPUAdapterInfo`, which wgpu does not fully pass on.
+    #[cfg(target_arch = "wasm32")]
+    async fn adapter() -> Result<(wgpu::Instance, wgpu::Adapter, wgpu::AdapterInfo), GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|_| GpuError::NoAdapter)?;
+        let mut info = adapter.get_info();
+        if let Some(web) = crate::web::adapter_info().await {
+            if info.name.trim().is_empty() {
+                info.name = web.name;
+            }
+            if web.software {
+                info.device_type = wgpu::DeviceType::Cpu;
+            }
+        }
+        if info.name.trim().is_empty() {
+            info.name = "WebGPU adapter (the browser gave no name)".into();
+        }
+        Ok((instance, adapter, info))
+    }
+
+    /// The device on `adapter`, with `limits` or (None) the adapter's own.
+    async fn with_adapter(
+        instance: wgpu::Instance,
+        adapter: wgpu::Adapter,
+        info: wgpu::AdapterInfo,
+        limits: Option<wgpu::Limits>,
+    ) -> Result<Self, GpuError> {
 
         // Optional features, each taken only where the adapter has it.
         let wanted_features = wgpu::Features::TIMESTAMP_QUERY
@@ -59,7 +133,7 @@ impl GpuContext {
             | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         let features = adapter.features() & wanted_features;
         // The adapter's own limits: the largest buffers, bindings and workgroups it can do.
-        let limits = adapter.limits();
+        let limits = limits.unwrap_or_else(|| adapter.limits());
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("gpu-context device"),
@@ -78,8 +152,31 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        let transfer = Mutex::new(Transfer::new(TransferConfig::default()));
-        Ok(Self { instance, adapter, device, queue, info, limits, features, staging: Mutex::new(None), transfer })
+        // In a browser nothing can block on an error scope (see `scoped`): errors go to this
+        // handler instead, and the next wait reports them.
+        #[cfg(target_arch = "wasm32")]
+        let errors = {
+            let errors = std::sync::Arc::new(Mutex::new(None));
+            let slot = errors.clone();
+            device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
+                slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(GpuError::from(e));
+            }));
+            errors
+        };
+        Ok(Self {
+            instance,
+            adapter,
+            device,
+            queue,
+            info,
+            limits,
+            features,
+            staging: Mutex::new(None),
+            #[cfg(not(target_arch = "wasm32"))]
+            transfer: Mutex::new(Transfer::new(TransferConfig::default())),
+            #[cfg(target_arch = "wasm32")]
+            errors,
+        })
     }
 
     /// One line that names the adapter: `NVIDIA H200 (Vulkan, DiscreteGpu, driver NVIDIA 580.x)`.
@@ -102,7 +199,7 @@ impl GpuContext {
 
     /// True for adapters that run "GPU" code on the CPU: llvmpipe/lavapipe, SwiftShader, WARP.
     pub fn is_software(&self) -> bool {
-        self.info.device_type == wgpu::DeviceType::Cpu
+        self.info.device_type == wgpu::DeviceType::Cpu || is_software_name(&self.info.name)
     }
 
     /// Prints the adapter to stderr, with a loud warning when it is a software adapter.
@@ -134,28 +231,51 @@ impl GpuContext {
         if self.has_cooperative_matrix() { self.adapter.cooperative_matrix_properties() } else { Vec::new() }
     }
 
-    /// Blocks until all submitted GPU work has finished.
-    pub fn wait(&self) -> Result<(), GpuError> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| GpuError::Device(e.to_string()))
-    }
-
     /// Runs `f` inside a validation and out-of-memory error scope, so that a rejected call
     /// (bad WGSL, a binding mismatch, an allocation the device refuses) becomes an `Err`
     /// instead of wgpu's default behaviour of panicking.
+    ///
+    /// In a browser the answer of an error scope arrives through the event loop, so it cannot
+    /// be waited for here: `f` runs without a scope, the device's error handler keeps the first
+    /// error, and this call (or the next wait: `wait_async`, `read_async`) reports it.
     pub fn scoped<T>(&self, f: impl FnOnce() -> T) -> Result<T, GpuError> {
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let value = f();
-        let validation = pollster::block_on(validation.pop());
-        let oom = pollster::block_on(oom.pop());
-        match validation.or(oom) {
-            Some(e) => Err(e.into()),
-            None => Ok(value),
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let value = f();
+            let validation = crate::block_on(validation.pop());
+            let oom = crate::block_on(oom.pop());
+            match validation.or(oom) {
+                Some(e) => Err(e.into()),
+                None => Ok(value),
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let value = f();
+            self.check_errors().map(|()| value)
         }
     }
+
+    /// In a browser: the first GPU error reported since the last check, as an `Err`. Natively
+    /// errors come back from [`GpuContext::scoped`] at once, and this is always `Ok`.
+    pub fn check_errors(&self) -> Result<(), GpuError> {
+        #[cfg(target_arch = "wasm32")]
+        if let Some(e) = self.errors.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// True when an adapter's name is one of the known software renderers (for adapters that do not
+/// report their device type, such as a browser's WebGPU adapter).
+pub fn is_software_name(name: &str) -> bool {
+    let name = name.to_lowercase();
+    ["llvmpipe", "lavapipe", "swiftshader", "softpipe", "microsoft basic render"]
+        .iter()
+        .any(|s| name.contains(s))
 }
 
 /// The warning every program prints when the adapter is a CPU.
@@ -168,6 +288,7 @@ pub fn software_warning(name: &str) -> String {
     )
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Ranks an adapter: bigger is preferred. Real GPUs first, then native APIs over GL.
 fn rank(device_type: wgpu::DeviceType, backend: wgpu::Backend) -> (u8, u8) {
     let device = match device_type {
@@ -185,6 +306,7 @@ fn rank(device_type: wgpu::DeviceType, backend: wgpu::Backend) -> (u8, u8) {
     (device, backend)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Picks the adapter whose name contains `wanted` (case-insensitive), or the best-ranked one.
 fn choose_adapter(adapters: Vec<wgpu::Adapter>, wanted: Option<&str>) -> Result<wgpu::Adapter, GpuError> {
     if adapters.is_empty() {
@@ -215,6 +337,7 @@ fn choose_adapter(adapters: Vec<wgpu::Adapter>, wanted: Option<&str>) -> Result<
         .ok_or(GpuError::NoAdapter)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// One context shared by all the tests of a test binary (creating a device per test is slow on
 /// the software adapter). Panics with the setup instructions when there is no adapter: tests
 /// must fail loudly, never skip silently.
@@ -241,6 +364,14 @@ mod tests {
         let vk = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
         let gl = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Gl);
         assert!(vk > gl);
+    }
+
+    #[test]
+    fn software_renderers_are_known_by_name() {
+        assert!(is_software_name("google swiftshader"));
+        assert!(is_software_name("llvmpipe (LLVM 15.0.6, 256 bits)"));
+        assert!(!is_software_name("NVIDIA H200"));
+        assert!(!is_software_name("apple m2"));
     }
 
     #[test]

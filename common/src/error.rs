@@ -29,12 +29,21 @@ pub enum GpuError {
 impl fmt::Display for GpuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            #[cfg(not(target_arch = "wasm32"))]
             GpuError::NoAdapter => write!(
                 f,
                 "no GPU adapter found. Install a GPU driver with Vulkan support, or, on a machine \
                  without a GPU, Mesa's software Vulkan driver (Debian/Ubuntu: \
                  `sudo apt-get install mesa-vulkan-drivers`). `WGPU_BACKEND=vulkan|gl|metal|dx12` \
                  chooses the API wgpu tries."
+            ),
+            #[cfg(target_arch = "wasm32")]
+            GpuError::NoAdapter => write!(
+                f,
+                "this browser offers no WebGPU adapter (WebGPU is missing, turned off, or the GPU \
+                 is blocklisted). Chrome and Edge 113+ have it on Windows, macOS and ChromeOS, \
+                 Safari 26+ on macOS and iOS, Firefox 141+ on Windows; on Linux Chrome needs \
+                 --enable-unsafe-webgpu. Train on the CPU (WebAssembly) instead."
             ),
             GpuError::AdapterNotFound { wanted, available } => write!(
                 f,

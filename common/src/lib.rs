@@ -6,8 +6,10 @@
 //!   reused staging buffer, size checks against the device limits.
 //! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
 //!   past 65,535 workgroups.
-//! - fast transfers (`transfer.rs`): [`Transfer`] and `GpuContext::upload` / `download`, through
-//!   reused mapped staging buffers, in overlapping chunks, on several threads.
+//! - fast transfers (`transfer.rs`, native): `Transfer` and `GpuContext::upload` / `download`,
+//!   through reused mapped staging buffers, in overlapping chunks, on several threads.
+//! - waiting (`wait.rs`): read-backs and waits written once as `async fn`s, for native targets
+//!   (where `read`, `wait` block on them) and browsers (WebGPU, where nothing may block).
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
 //! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
 //! - what runners print (`report.rs`): the CPU model, times with units, and (feature `plot`)
@@ -22,16 +24,27 @@ mod error;
 mod pipeline;
 mod report;
 pub mod timing;
+#[cfg(not(target_arch = "wasm32"))]
 mod transfer;
+mod wait;
+#[cfg(target_arch = "wasm32")]
+mod web;
 
 pub use buffers::STORAGE_USAGE;
 pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
-pub use context::{ADAPTER_ENV, GpuContext, software_warning, test_context};
+pub use context::{ADAPTER_ENV, GpuContext, is_software_name, software_warning};
+#[cfg(not(target_arch = "wasm32"))]
+pub use context::test_context;
 pub use error::GpuError;
 pub use pipeline::workgroups_1d;
 #[cfg(feature = "plot")]
 pub use report::register_fonts;
 pub use report::{cpu_model, cpuinfo, fmt_time};
-pub use timing::{GpuTimer, TimeSource, median};
+#[cfg(not(target_arch = "wasm32"))]
+pub use timing::GpuTimer;
+pub use timing::{TimeSource, median};
+#[cfg(not(target_arch = "wasm32"))]
 pub use transfer::{MappedRead, Transfer, TransferConfig};
+#[cfg(not(target_arch = "wasm32"))]
+pub use wait::block_on;
 pub use wgpu;

@@ -76,11 +76,21 @@ impl GpuContext {
         group: u32,
         buffers: &[&wgpu::Buffer],
     ) -> Result<wgpu::BindGroup, GpuError> {
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
-            .collect();
+        let numbered: Vec<(u32, &wgpu::Buffer)> = buffers.iter().enumerate().map(|(i, b)| (i as u32, *b)).collect();
+        self.bind_group_at(label, pipeline, group, &numbered)
+    }
+
+    /// Like [`GpuContext::bind_group`], with each buffer at the `@binding` number beside it, for
+    /// a shader whose bindings have gaps (a variant that leaves some out).
+    pub fn bind_group_at(
+        &self,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        group: u32,
+        buffers: &[(u32, &wgpu::Buffer)],
+    ) -> Result<wgpu::BindGroup, GpuError> {
+        let entries: Vec<wgpu::BindGroupEntry> =
+            buffers.iter().map(|&(binding, b)| wgpu::BindGroupEntry { binding, resource: b.as_entire_binding() }).collect();
         self.scoped(|| {
             self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(label),

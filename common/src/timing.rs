@@ -6,8 +6,10 @@
 //! `Queue::get_timestamp_period()` (nanoseconds per tick). Without timestamps we fall back to
 //! the wall clock around submit *and wait*, which includes submission overhead.
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::Instant;
 
+#[cfg(not(target_arch = "wasm32"))]
 use crate::{GpuContext, GpuError};
 
 /// Where a measured time came from.
@@ -28,12 +30,15 @@ impl std::fmt::Display for TimeSource {
     }
 }
 
-/// Times compute passes. Make one per program (it owns a query set) and reuse it.
+/// Times compute passes. Make one per program (it owns a query set) and reuse it. (Native
+/// targets: it blocks until the pass is done.)
+#[cfg(not(target_arch = "wasm32"))]
 pub struct GpuTimer {
     queries: Option<(wgpu::QuerySet, wgpu::Buffer)>,
     period_ns: f64,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl GpuTimer {
     pub fn new(ctx: &GpuContext) -> Self {
         let queries = ctx.has_timestamps().then(|| {

@@ -106,3 +106,65 @@ fn reading_more_than_the_buffer_is_an_error() {
     let buf = ctx.storage_buffer("four", &[1.0f32; 4]).unwrap();
     assert!(ctx.read::<f32>(&buf, 5).is_err());
 }
+
+/// The async read-back path (the only one in a browser) natively: the same bytes as `read`, the
+/// work submitted before it is finished when it completes, and `wait_async` waits.
+#[test]
+fn async_read_back_sees_the_submitted_work() {
+    let ctx = test_context();
+    let input: Vec<f32> = (0..4099).map(|i| (i % 97) as f32 * 0.5 - 11.0).collect();
+    let buf = ctx.storage_buffer("data", &input).unwrap();
+    let pipeline = ctx.compute_pipeline("add one", ADD_ONE, "main").unwrap();
+    let bind = ctx.bind_group("add one", &pipeline, 0, &[&buf]).unwrap();
+    let (x, y, z) = ctx.workgroups_1d(input.len() as u64, 64).unwrap();
+    let add_one = || {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(x, y, z);
+        }
+        ctx.queue.submit([encoder.finish()]);
+    };
+    // Submitted, not waited for: the read is queued behind the kernel.
+    add_one();
+    let once: Vec<f32> = common::block_on(ctx.read_async(&buf, input.len())).unwrap();
+    common::assert_same(&once, &input.iter().map(|v| v + 1.0).collect::<Vec<_>>());
+    // Twice more, then only a wait: a blocking read afterwards needs no further work.
+    add_one();
+    add_one();
+    common::block_on(ctx.wait_async()).unwrap();
+    let thrice: Vec<f32> = ctx.read(&buf, input.len()).unwrap();
+    common::assert_same(&thrice, &input.iter().map(|v| v + 3.0).collect::<Vec<_>>());
+    // Odd sizes and a prefix through the async path, into a caller's slice.
+    let mut head = [0f32; 3];
+    common::block_on(ctx.read_into_async(&buf, &mut head)).unwrap();
+    assert_eq!(head, [input[0] + 3.0, input[1] + 3.0, input[2] + 3.0]);
+    assert!(common::block_on(ctx.read_async::<f32>(&buf, input.len() + 1)).is_err());
+    ctx.check_errors().unwrap();
+}
+
+/// Read-backs from several threads at once: each takes the shared staging buffer or, while
+/// another read holds it, makes its own; every read gets its own buffer's bytes.
+#[test]
+fn concurrent_read_backs_each_get_their_own_bytes() {
+    let ctx = test_context();
+    let buffers: Vec<(Vec<u32>, wgpu::Buffer)> = (0..4u32)
+        .map(|t| {
+            let data: Vec<u32> = (0..1000 + 37 * t).map(|i| i * 7 + t * 100_000).collect();
+            let buf = ctx.storage_buffer("data", &data).unwrap();
+            (data, buf)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for (data, buf) in &buffers {
+            s.spawn(move || {
+                for _ in 0..20 {
+                    let got: Vec<u32> = ctx.read(buf, data.len()).unwrap();
+                    assert_eq!(&got, data);
+                }
+            });
+        }
+    });
+}

@@ -8,9 +8,14 @@ pub const INDEX_HTML: &str = include_str!("../../web/index.html");
 pub const APP_JS: &str = include_str!("../../web/app.js");
 pub const STYLE_CSS: &str = include_str!("../../web/style.css");
 
+/// The header that tells the page it is served by `mnist serve` (so it offers training on the
+/// server): the page reads it with a HEAD request of itself, which a static host answers too,
+/// without the header (asking for an API that is not there would log a 404 in the console).
+pub const SERVED_BY: (&str, &str) = ("x-served-by", "mnist serve");
+
 /// `no-cache`: the browser revalidates, so a rebuilt server's page is never stale.
 fn file(content_type: &'static str, body: &'static str) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body)
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache"), (header::HeaderName::from_static(SERVED_BY.0), SERVED_BY.1)], body)
 }
 
 pub async fn index() -> impl IntoResponse {

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::api::TrainRequest;
+use crate::train::TrainRequest;
 use crate::metrics::EpochMetrics;
 
 /// The processor a run trains on, as the page shows it.

@@ -14,7 +14,10 @@
 //! - `model.rs`: the model of the latest epoch (or `--model`) on the CPU: a drawing becomes an
 //!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten probabilities;
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
-//! - `assets.rs`: the page (`web/`), compiled into the binary.
+//! - `assets.rs`: the page (`web/`), compiled into the binary;
+//! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`
+//!   builds) and the data folder's MNIST files (`data/`), so that the page can also train in
+//!   the browser, as it does on any static host.
 //!
 //! The page is at `/`; the API is documented in `routes.rs`.
 
@@ -25,17 +28,20 @@ mod events;
 mod model;
 mod routes;
 mod run;
+mod site;
 mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use api::{PredictRequest, PredictResponse, SamplesResponse, TrainRequest};
+pub use crate::train::TrainRequest;
+pub use api::{PredictRequest, PredictResponse, SamplesResponse};
 pub use error::ApiError;
 pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;
 pub use routes::router;
+pub use site::SiteFiles;
 pub use state::AppState;
 
 use crate::data_args::{DataArgs, load_data};
@@ -54,6 +60,10 @@ pub struct ServeArgs {
     /// A model saved by `mnist train --save` to classify drawings with from the start.
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+    /// The static site built by `bash 05-mnist/web/build.sh` (for the page's in-browser
+    /// training). Default: target/site of the workspace, when it is built.
+    #[arg(long, value_name = "DIR")]
+    pub site: Option<PathBuf>,
     #[command(flatten)]
     pub data: DataArgs,
 }
@@ -69,14 +79,18 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let listener = std::net::TcpListener::bind((args.host.as_str(), args.port))
         .map_err(|e| MnistError::io(format!("--host {} --port {}", args.host, args.port), e))?;
     let data = load_data(&args.data, None)?;
-    serve(listener, Arc::new(data), model)
+    let data_dir = crate::data::resolve_data_dir(args.data.data_dir.as_deref(), data.kind);
+    let files = SiteFiles::resolve(args.site.as_deref(), data_dir);
+    eprintln!("{}", files.describe());
+    serve(listener, Arc::new(data), model, files)
 }
 
 /// Serves on `listener` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event streams
 /// end, a run in flight stops after its current batch (or GPU submission), and the call returns.
+/// `files` are the static files beside the API (`site.rs`).
 ///
 /// Prints `listening on http://HOST:PORT/` on stdout when it is ready for the browser.
-pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<ServeModel>) -> Result<()> {
+pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<ServeModel>, files: SiteFiles) -> Result<()> {
     let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io("the server socket", e))?;
     let io = |e| MnistError::io(format!("the server on {addr}"), e);
     listener.set_nonblocking(true).map_err(io)?;
@@ -86,7 +100,7 @@ pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<Se
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;
         println!("listening on http://{addr}/  (Ctrl-C stops the server)");
         let signal_state = state.clone();
-        axum::serve(listener, router(state.clone()))
+        axum::serve(listener, router(state.clone()).merge(site::routes(files)))
             .with_graceful_shutdown(async move {
                 shutdown_signal().await;
                 eprintln!("shutting down: a training run in flight stops after its current batch");

@@ -10,6 +10,8 @@
 //! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running     |
 //! | POST   | `/api/stop`    | `{}`: stops the run after its current batch; 409 if none  |
 //! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
+//! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
+//! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,7 +28,8 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::api::{PredictRequest, PredictResponse, SamplesResponse, StopRequest, TrainRequest};
+use super::api::{PredictRequest, PredictResponse, SamplesResponse, StopRequest};
+use crate::train::TrainRequest;
 use super::assets;
 use super::error::ApiError;
 use super::events::{Published, Snapshot};

@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 
 use common::{GpuContext, software_warning};
 
-use super::api::TrainRequest;
+use crate::train::TrainRequest;
 use super::error::ApiError;
 use super::events::{AdapterInfo, DoneEvent, EpochEvent, ErrorEvent, ProgressEvent, Published, StartEvent};
 use super::model::ServeModel;
@@ -37,7 +37,7 @@ struct Outcome {
 /// Starts a run on its own thread, or refuses: a bad request (422), a run already in flight
 /// (409), a server shutting down (503).
 pub(crate) fn start(state: &AppState, req: TrainRequest) -> Result<u64, ApiError> {
-    req.validate(state.data().train.len())?;
+    req.validate(state.data().train.len(), state.data().test.len()).map_err(ApiError::invalid)?;
     // The training loop's own checks too, so nothing it would refuse gets a 202.
     req.config().validate().map_err(|e| ApiError::invalid(e.to_string()))?;
     if state.is_shutting_down() {
@@ -152,16 +152,9 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
 
 fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) -> Result<Outcome, String> {
     let cfg = req.config();
-    let all = state.data().clone();
-    // The subset, when asked for (the training loop trains on all of `data.train`).
-    let subset;
-    let data: &Mnist = match req.limit_train {
-        Some(n) if n < all.train.len() => {
-            subset = Mnist { train: all.train.take(n), test: all.test.clone(), kind: all.kind };
-            &subset
-        }
-        _ => &all,
-    };
+    // The subsets, when asked for (the training loop uses all of `data`).
+    let data = req.data(state.data());
+    let data: &Mnist = &data;
     let batch = cfg.batch_size.min(data.train.len());
     let (device, adapter) = choose_device(state, req.device)?;
     state.update(|live| {

@@ -16,7 +16,8 @@ use std::thread::JoinHandle;
 use common::GpuContext;
 use tokio::sync::{broadcast, watch};
 
-use super::api::{SamplesResponse, TrainRequest};
+use super::api::SamplesResponse;
+use crate::train::TrainRequest;
 use super::error::ApiError;
 use super::events::{AdapterInfo, EpochEvent, ProgressEvent, Published, SamplesEvent, Snapshot};
 use super::model::ServeModel;

@@ -1,8 +1,10 @@
 //! The CPU loop: one batch at a time (gather the rows, one `CpuTrainer::train_step`, read the
 //! loss), the stop flag checked after every batch.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+
+use web_time::Instant;
 
 use cpu_matrix::Matrix;
 use gpu_layers::{CpuTrainer, LayersError, NetworkSpec};
@@ -12,15 +14,23 @@ use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu};
 use crate::error::Result;
 use crate::model_io::Model;
 
-pub(super) fn train_cpu(
+/// The CPU trainer of a run: batches of up to `batch` rows, parameters seeded by `cfg.seed`.
+pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, batch: usize) -> Result<CpuTrainer> {
+    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(1), cfg.seed)?)
+}
+
+/// An `async fn` only so that a browser page can `breathe` (yield to its event loop) after
+/// each progress report; it never waits for anything else.
+pub(super) async fn train_cpu<B: Future<Output = ()>>(
     spec: &NetworkSpec,
     data: &Mnist,
     cfg: &TrainConfig,
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(Event<'_>),
+    mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
-    let mut net = CpuTrainer::new(spec, cfg.optimizer, batch.max(1), cfg.seed)?;
+    let mut net = trainer(spec, cfg, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
     let mut history = Vec::new();
@@ -43,6 +53,7 @@ pub(super) fn train_cpu(
                 last_report = Instant::now();
                 let images_per_sec = sums.rows as f64 / start.elapsed().as_secs_f64().max(1e-9);
                 on_event(Event::Progress(Progress { epoch, batch: b + 1, batches, loss: sums.mean_loss(), images_per_sec }));
+                breathe().await;
             }
             if stop.load(Ordering::Relaxed) {
                 return Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: true });

@@ -69,6 +69,8 @@ impl Selected {
 
 /// Opens the device for `choice` with a new GPU context. `Gpu` fails when there is no adapter
 /// at all; `Auto` then (and when the only adapter is a software one) chooses the CPU and says why.
+/// (Native targets; a browser page makes its WebGPU context with `GpuContext::new_async`.)
+#[cfg(not(target_arch = "wasm32"))]
 pub fn select_device(choice: DeviceChoice) -> Result<Selected> {
     Ok(select_device_with(choice, || GpuContext::new().map(Arc::new))?)
 }

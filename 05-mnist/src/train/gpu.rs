@@ -2,9 +2,11 @@
 //! 04's `record_step`) per submission, the loss summed on the device and read back when the
 //! epoch ends or every `PROGRESS_EVERY`; the stop flag checked after every submission.
 
+use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+
+use web_time::Instant;
 
 use common::GpuContext;
 use gpu_layers::{GpuTrainer, NetworkSpec};
@@ -16,19 +18,30 @@ use crate::gather::{DeviceBatches, GatherKernel};
 use crate::model_io::Model;
 
 /// A trainer on the GPU with both splits resident and bound to its input buffers.
-struct GpuRun<'a> {
+pub(super) struct GpuRun<'a> {
     ctx: &'a GpuContext,
-    trainer: GpuTrainer,
+    pub(super) trainer: GpuTrainer,
     kernel: GatherKernel,
-    train: DeviceBatches,
+    pub(super) train: DeviceBatches,
     test: DeviceBatches,
     batch: usize,
 }
 
-impl GpuRun<'_> {
+impl<'a> GpuRun<'a> {
+    /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with both splits of
+    /// `data` uploaded as bytes and bound to its input buffers.
+    pub(super) fn new(ctx: &'a GpuContext, spec: &NetworkSpec, data: &Mnist, cfg: &TrainConfig) -> Result<Self> {
+        let batch = cfg.batch_size.min(data.train.len());
+        let trainer = GpuTrainer::new(ctx, spec, cfg.optimizer, batch, cfg.seed)?;
+        let kernel = GatherKernel::new(ctx)?;
+        let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
+        let test = DeviceBatches::new(ctx, &kernel, &data.test, batch, trainer.input(), trainer.labels(), "test")?;
+        Ok(Self { ctx, trainer, kernel, train, test, batch })
+    }
+
     /// Records steps `steps` of `batches` (all of them full batches, or a single short one
     /// after `set_batch`) into one compute pass and submits it. Does not wait.
-    fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) {
+    pub(super) fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) {
         let label = if training { "train steps" } else { "eval steps" };
         self.ctx.submit_pass(label, |pass| {
             for s in steps {
@@ -46,12 +59,12 @@ impl GpuRun<'_> {
     /// the short last batch (if any) in its own submission. `after_submit(steps_done)` runs
     /// after each submission and returns false to stop early. Returns the steps submitted and
     /// whether all of them were (false: stopped early).
-    fn run_all(
+    async fn run_all(
         &self,
         batches: &DeviceBatches,
         training: bool,
         per_submit: usize,
-        mut after_submit: impl FnMut(usize) -> Result<bool>,
+        mut after_submit: impl AsyncFnMut(usize) -> Result<bool>,
     ) -> Result<(usize, bool)> {
         let full = batches.len() / self.batch;
         self.trainer.set_batch(self.ctx, self.batch)?;
@@ -60,7 +73,7 @@ impl GpuRun<'_> {
             let k = per_submit.min(full - done);
             self.submit(batches, done..done + k, training);
             done += k;
-            if !after_submit(done)? {
+            if !after_submit(done).await? {
                 return Ok((done, false));
             }
         }
@@ -68,7 +81,7 @@ impl GpuRun<'_> {
             self.trainer.set_batch(self.ctx, batches.rows(done))?;
             self.submit(batches, done..done + 1, training);
             done += 1;
-            if !after_submit(done)? {
+            if !after_submit(done).await? {
                 return Ok((done, false));
             }
         }
@@ -76,24 +89,23 @@ impl GpuRun<'_> {
     }
 }
 
-pub(super) fn train_gpu(
+pub(super) async fn train_gpu<B: Future<Output = ()>>(
     ctx: &GpuContext,
     spec: &NetworkSpec,
     data: &Mnist,
     cfg: &TrainConfig,
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(Event<'_>),
+    mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
-    let batch = cfg.batch_size.min(data.train.len());
-    let trainer = GpuTrainer::new(ctx, spec, cfg.optimizer, batch, cfg.seed)?;
-    let kernel = GatherKernel::new(ctx)?;
-    let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
-    let test = DeviceBatches::new(ctx, &kernel, &data.test, batch, trainer.input(), trainer.labels(), "test")?;
-    let run = GpuRun { ctx, trainer, kernel, train, test, batch };
+    let run = GpuRun::new(ctx, spec, data, cfg)?;
+    let batch = run.batch;
     let n = run.train.len();
     let batches = run.train.steps();
     let mut history = Vec::new();
-    let parameters = |run: &GpuRun| -> Result<Model> { Ok(Model::new(spec.clone(), run.trainer.parameters(ctx)?)?.with_dataset(data.kind)) };
+    let parameters = async |run: &GpuRun<'_>| -> Result<Model> {
+        Ok(Model::new(spec.clone(), run.trainer.parameters_async(ctx).await?)?.with_dataset(data.kind))
+    };
 
     for epoch in 1..=cfg.epochs {
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
@@ -104,34 +116,37 @@ pub(super) fn train_gpu(
         let start = Instant::now();
         let mut last_read = start;
         let mut sums = Sums::default();
-        let (done, completed) = run.run_all(&run.train, true, cfg.steps_per_submit, |done| {
-            let due = last_read.elapsed() >= PROGRESS_EVERY;
-            if due && done < batches {
-                // A read-back waits for the GPU: only on slow devices, a few times a second.
-                sums.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?);
-                last_read = Instant::now();
-            }
-            if due || done == batches {
-                let images_per_sec = (done * batch).min(n) as f64 / start.elapsed().as_secs_f64().max(1e-9);
-                on_event(Event::Progress(Progress { epoch, batch: done, batches, loss: sums.mean_loss_or_nan(), images_per_sec }));
-            }
-            Ok(!stop.load(Ordering::Relaxed))
-        })?;
+        let (done, completed) = run
+            .run_all(&run.train, true, cfg.steps_per_submit, async |done| {
+                let due = last_read.elapsed() >= PROGRESS_EVERY;
+                if due && done < batches {
+                    // A read-back waits for the GPU: only on slow devices, a few times a second.
+                    sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?);
+                    last_read = Instant::now();
+                }
+                if due || done == batches {
+                    let images_per_sec = (done * batch).min(n) as f64 / start.elapsed().as_secs_f64().max(1e-9);
+                    on_event(Event::Progress(Progress { epoch, batch: done, batches, loss: sums.mean_loss_or_nan(), images_per_sec }));
+                    breathe().await;
+                }
+                Ok(!stop.load(Ordering::Relaxed))
+            })
+            .await?;
         if !completed {
-            ctx.wait()?;
-            return Ok(TrainOutcome { model: parameters(&run)?, history, stopped: true });
+            ctx.wait_async().await?;
+            return Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: true });
         }
-        sums.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?); // waits for the last step
+        sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the last step
         let seconds = start.elapsed().as_secs_f64();
-        run.run_all(&run.test, false, cfg.steps_per_submit.max(run.test.steps()), |_| Ok(true))?;
+        run.run_all(&run.test, false, cfg.steps_per_submit.max(run.test.steps()), async |_| Ok(true)).await?;
         let mut test = Sums::default();
-        test.add(checked(run.trainer.take_metrics(ctx), epoch, done, cfg)?);
+        test.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?);
         let m = epoch_metrics(epoch, &sums, &test, seconds);
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
-            on_event(Event::EpochModel(&parameters(&run)?));
+            on_event(Event::EpochModel(&parameters(&run).await?));
         }
         history.push(m);
     }
-    Ok(TrainOutcome { model: parameters(&run)?, history, stopped: false })
+    Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: false })
 }

@@ -3,6 +3,8 @@
 //!
 //! - `config.rs`: [`TrainConfig`] and the choices ([`OptimizerChoice`], [`Schedule`]);
 //! - `device.rs`: [`DeviceChoice`] -> [`Device`] ([`select_device`]; `mnist serve` reuses it);
+//! - `request.rs`: [`TrainRequest`], a run as the web page asks for it (on the server or in
+//!   the browser);
 //! - `cpu.rs` and `gpu.rs`: the two loops. This file holds what they share: the events, the
 //!   seeded shuffle, and the loss and accuracy sums.
 //!
@@ -20,23 +22,36 @@
 //!   ends, or every [`PROGRESS_EVERY`] so a slow adapter still shows progress. The stop flag is
 //!   checked after every submission. Evaluation runs the same way with `record_eval` on the
 //!   test set, in order.
+//!
+//! The loop is an `async fn` ([`train_async`]) because in a browser (the page's WebAssembly
+//! build) nothing may block: each read-back of the GPU completes through the browser's event
+//! loop, and the CPU path must hand control back to it now and then (the `breathe` future,
+//! awaited after each progress report) or the page would freeze for a whole epoch. Natively
+//! [`train`] runs the same future to completion on the calling thread, where every wait is a
+//! plain blocking poll of the device, so nothing changes there.
 
 mod config;
 mod cpu;
 mod device;
 mod gpu;
+mod request;
 
+use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use gpu_layers::{LayersError, Metrics};
+use cpu_matrix::Matrix;
+use gpu_layers::{LayersError, Metrics, NetworkSpec};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
 pub use config::{MAX_PARAMETERS, OptimizerChoice, Schedule, TrainConfig};
-pub use device::{Device, DeviceChoice, Fallback, Selected, select_device, select_device_with};
+#[cfg(not(target_arch = "wasm32"))]
+pub use device::select_device;
+pub use device::{Device, DeviceChoice, Fallback, Selected, select_device_with};
+pub use request::{MAX_BATCH_SIZE, MAX_EPOCHS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_SIZE, MAX_LR, TrainRequest};
 
-use crate::data::Mnist;
+use crate::data::{Mnist, PIXELS, gather_batch_cpu};
 use crate::error::{MnistError, Result};
 use crate::metrics::EpochMetrics;
 use crate::model_io::Model;
@@ -83,7 +98,9 @@ pub struct TrainOutcome {
 
 /// Trains on `data.train`, evaluating on `data.test` after every epoch. `on_event` sees every
 /// epoch start, progress report and epoch result; setting `stop` ends the run after the current
-/// batch (CPU) or submission (GPU) and returns the model so far.
+/// batch (CPU) or submission (GPU) and returns the model so far. Blocks until the run ends
+/// (native targets: [`train_async`] run on this thread).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn train(
     device: &Device,
     data: &Mnist,
@@ -91,15 +108,64 @@ pub fn train(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<TrainOutcome> {
+    common::block_on(train_async(device, data, cfg, stop, on_event, || std::future::ready(())))
+}
+
+/// [`train`] as a future, for every target. `breathe()` is awaited after every progress report:
+/// a browser page passes a future that yields to its event loop (so it can draw, and notice a
+/// click on Stop); native callers pass `|| std::future::ready(())`.
+pub async fn train_async<B: Future<Output = ()>>(
+    device: &Device,
+    data: &Mnist,
+    cfg: &TrainConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(Event<'_>),
+    breathe: impl FnMut() -> B,
+) -> Result<TrainOutcome> {
+    let spec = check_run(data, cfg)?;
+    match device {
+        Device::Cpu => cpu::train_cpu(&spec, data, cfg, stop, on_event, breathe).await,
+        Device::Gpu(ctx) => gpu::train_gpu(ctx, &spec, data, cfg, stop, on_event, breathe).await,
+    }
+}
+
+/// The network of a run, once the configuration and the data are checked.
+fn check_run(data: &Mnist, cfg: &TrainConfig) -> Result<NetworkSpec> {
     cfg.validate()?;
     if data.train.is_empty() || data.test.is_empty() {
         return Err(MnistError::Dataset("the training and the test set must each hold at least one image".into()));
     }
-    let spec = cfg.spec()?;
-    match device {
-        Device::Cpu => cpu::train_cpu(&spec, data, cfg, stop, on_event),
-        Device::Gpu(ctx) => gpu::train_gpu(ctx, &spec, data, cfg, stop, on_event),
-    }
+    cfg.spec()
+}
+
+/// The mean loss of the first training step of a run of `cfg` on `device`: the same trainer,
+/// initial parameters and batch (epoch 1's shuffled order) as [`train_async`]'s first step.
+/// Two devices that compute the same math give the same number up to rounding (the in-browser
+/// test compares WebGPU with the CPU this way).
+pub async fn first_batch_loss(device: &Device, data: &Mnist, cfg: &TrainConfig) -> Result<f64> {
+    let spec = check_run(data, cfg)?;
+    let n = data.train.len();
+    let batch = cfg.batch_size.min(n);
+    let order = shuffled_order(n, cfg.seed, 1);
+    let lr = cfg.schedule.lr(cfg.lr(), 1, cfg.epochs);
+    let m = match device {
+        Device::Cpu => {
+            let mut net = cpu::trainer(&spec, cfg, batch)?;
+            net.set_learning_rate(lr)?;
+            let (x, labels) = gather_batch_cpu(&data.train, &order, 0, batch);
+            net.train_step(&Matrix::new(batch, PIXELS, x).map_err(LayersError::from)?, &labels)?;
+            checked(net.take_metrics(), 1, 1, cfg)?
+        }
+        Device::Gpu(ctx) => {
+            let run = gpu::GpuRun::new(ctx, &spec, data, cfg)?;
+            run.trainer.set_learning_rate(ctx, lr)?;
+            run.train.set_order(ctx, &order)?;
+            run.trainer.set_batch(ctx, run.train.rows(0))?;
+            run.submit(&run.train, 0..1, true);
+            checked(run.trainer.take_metrics_async(ctx).await, 1, 1, cfg)?
+        }
+    };
+    Ok(m.mean_loss())
 }
 
 /// The order of epoch `epoch`'s rows: a permutation of `0..n` seeded by `(seed, epoch)`.

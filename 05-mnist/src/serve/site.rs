@@ -1,0 +1,97 @@
+//! The rest of the static site beside the API, so that "this browser" training works on a page
+//! served by `mnist serve` exactly as on any static host:
+//!
+//! - `GET /pkg/{file}`: the trainer compiled to WebAssembly (`mnist_web.js`,
+//!   `mnist_web_bg.wasm`), from the site folder that `05-mnist/web/build.sh` writes
+//!   (`--site DIR`, by default `target/site` of the workspace);
+//! - `GET /data/{file}`: MNIST's four files from the server's data folder, gzipped or not, for
+//!   the page to train on in the browser.
+//!
+//! Only those names are served (no paths, no listing), read-only.
+
+use std::path::{Path, PathBuf};
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::error::ApiError;
+use crate::data::FILE_NAMES;
+
+/// The trainer's files in `pkg/`, as `build.sh` names them.
+const PKG_FILES: [(&str, &str); 2] =
+    [("mnist_web.js", "text/javascript; charset=utf-8"), ("mnist_web_bg.wasm", "application/wasm")];
+
+/// Where the static files come from.
+#[derive(Debug, Clone)]
+pub struct SiteFiles {
+    /// The built site (holds `pkg/`), or None when it is not built.
+    pub site: Option<PathBuf>,
+    /// The MNIST folder the server trains from.
+    pub data_dir: PathBuf,
+}
+
+impl SiteFiles {
+    /// `--site` if given, else `target/site` under the workspace when the trainer is built there.
+    pub fn resolve(site: Option<&Path>, data_dir: PathBuf) -> Self {
+        let site = match site {
+            Some(dir) => Some(dir.to_path_buf()),
+            None => {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+                cwd.ancestors()
+                    .find(|d| std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|s| s.contains("[workspace]")))
+                    .map(|root| root.join("target").join("site"))
+                    .filter(|dir| dir.join("pkg").join(PKG_FILES[0].0).is_file())
+            }
+        };
+        Self { site, data_dir }
+    }
+
+    /// One line for the server's start-up output.
+    pub fn describe(&self) -> String {
+        match &self.site {
+            Some(dir) => format!("in-browser trainer: {}", dir.join("pkg").display()),
+            None => "in-browser trainer: not built (bash 05-mnist/web/build.sh), so the page trains on the server only".into(),
+        }
+    }
+}
+
+/// `GET /pkg/{file}` and `GET /data/{file}`.
+pub fn routes(files: SiteFiles) -> Router {
+    Router::new().route("/pkg/{file}", get(pkg)).route("/data/{file}", get(data)).with_state(files)
+}
+
+async fn pkg(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
+    let Some(&(name, content_type)) = PKG_FILES.iter().find(|(n, _)| *n == file) else {
+        return ApiError::new(StatusCode::NOT_FOUND, "no such file in pkg/").into_response();
+    };
+    let Some(site) = &files.site else {
+        return ApiError::new(StatusCode::NOT_FOUND, "the in-browser trainer is not built: run `bash 05-mnist/web/build.sh`")
+            .into_response();
+    };
+    send(site.join("pkg").join(name), content_type).await
+}
+
+async fn data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
+    let base = file.strip_suffix(".gz").unwrap_or(&file);
+    if !FILE_NAMES.contains(&base) {
+        return ApiError::new(StatusCode::NOT_FOUND, "not one of MNIST's four files").into_response();
+    }
+    let content_type = if file.ends_with(".gz") { "application/gzip" } else { "application/octet-stream" };
+    send(files.data_dir.join(&file), content_type).await
+}
+
+/// The file at `path` (read off the async threads: the training images are 10 MB).
+async fn send(path: PathBuf, content_type: &'static str) -> Response {
+    let shown = path.display().to_string();
+    match tokio::task::spawn_blocking(move || std::fs::read(path)).await {
+        Ok(Ok(bytes)) => ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], bytes).into_response(),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            ApiError::new(StatusCode::NOT_FOUND, format!("{shown} is not there")).into_response()
+        }
+        Ok(Err(e)) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
+        Err(e) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
+    }
+}

@@ -1,0 +1,199 @@
+//! A training run as the web page asks for it: the JSON body of `mnist serve`'s
+//! `POST /api/train`, which the page's in-browser trainer (`05-mnist/wasm`) reads too, so the
+//! form means the same thing wherever it trains. The choices are the command line's types.
+
+use std::sync::Arc;
+
+use gpu_layers::Layer;
+use serde::{Deserialize, Serialize};
+
+use super::{DeviceChoice, OptimizerChoice, Schedule, TrainConfig};
+use crate::data::Mnist;
+
+/// Limits on a training request. Generous enough for real use, small enough that one request
+/// cannot tie the server up for days or ask for gigabytes.
+pub const MAX_HIDDEN_LAYERS: usize = 4;
+pub const MAX_HIDDEN_SIZE: usize = 4096;
+pub const MAX_EPOCHS: usize = 100;
+pub const MAX_BATCH_SIZE: usize = 8192;
+pub const MAX_LR: f32 = 10.0;
+
+/// The body of `POST /api/train`. Every field may be left out; the defaults are the command
+/// line's (`mnist train`: Adam, lr 0.001, cosine schedule), except `epochs`, which is 5 here so
+/// a first click finishes soon. The choices are the command line's types, with the same names
+/// (`"optimizer": "sgd"` is `--optimizer sgd`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainRequest {
+    /// Hidden layer sizes, first to last; `[]` is softmax regression.
+    pub hidden: Vec<usize>,
+    /// Every layer in stage 04's text form (`784-256-relu-dropout0.2-10`); when given, it
+    /// replaces `hidden`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<String>,
+    pub lr: f32,
+    pub batch_size: usize,
+    pub epochs: usize,
+    pub optimizer: OptimizerChoice,
+    /// SGD's momentum (ignored by Adam), in `[0, 1)`.
+    pub momentum: f32,
+    pub schedule: Schedule,
+    pub device: DeviceChoice,
+    /// Train on the first `limit_train` training images only (all 60,000 when absent).
+    pub limit_train: Option<usize>,
+    /// Evaluate on the first `limit_test` test images only (all 10,000 when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_test: Option<usize>,
+    pub seed: u64,
+}
+
+impl Default for TrainRequest {
+    fn default() -> Self {
+        Self {
+            hidden: vec![128],
+            layers: None,
+            lr: 0.001,
+            batch_size: 64,
+            epochs: 5,
+            optimizer: OptimizerChoice::Adam,
+            momentum: 0.9,
+            schedule: Schedule::Cosine,
+            device: DeviceChoice::Auto,
+            limit_train: None,
+            limit_test: None,
+            seed: 42,
+        }
+    }
+}
+
+impl TrainRequest {
+    /// Checks every value against its range, for splits of `train_len` and `test_len` images.
+    /// `Err` names the field (`mnist serve` answers it as a 400).
+    pub fn validate(&self, train_len: usize, test_len: usize) -> Result<(), String> {
+        let bad = |msg: String| Err(msg);
+        if self.hidden.len() > MAX_HIDDEN_LAYERS {
+            return bad(format!(
+                "hidden: {} hidden layers requested; at most {MAX_HIDDEN_LAYERS} are allowed",
+                self.hidden.len()
+            ));
+        }
+        if let Some(&h) = self.hidden.iter().find(|&&h| h == 0 || h > MAX_HIDDEN_SIZE) {
+            return bad(format!("hidden: a layer of {h} units; each hidden layer needs 1 to {MAX_HIDDEN_SIZE} units"));
+        }
+        if let Some(text) = &self.layers {
+            let layers = self.layer_list().map_err(|e| format!("layers: {e}"))?;
+            let linears: Vec<usize> = layers
+                .iter()
+                .filter_map(|l| match l {
+                    Layer::Linear { outputs, .. } => Some(*outputs),
+                    _ => None,
+                })
+                .collect();
+            if linears.len() > MAX_HIDDEN_LAYERS + 1 {
+                return bad(format!("layers: `{text}` has {} hidden layers; at most {MAX_HIDDEN_LAYERS} are allowed", linears.len() - 1));
+            }
+            if let Some(&h) = linears.iter().find(|&&h| h > MAX_HIDDEN_SIZE) {
+                return bad(format!("layers: a layer of {h} units; each layer needs 1 to {MAX_HIDDEN_SIZE} units"));
+            }
+        }
+        if !self.lr.is_finite() || self.lr <= 0.0 || self.lr > MAX_LR {
+            return bad(format!("lr: {} is not a learning rate; use a number in (0, {MAX_LR}], e.g. 0.001 for Adam or 0.05 for SGD", self.lr));
+        }
+        if self.batch_size == 0 || self.batch_size > MAX_BATCH_SIZE {
+            return bad(format!("batch_size: {} is out of range; use 1 to {MAX_BATCH_SIZE}", self.batch_size));
+        }
+        if self.epochs == 0 || self.epochs > MAX_EPOCHS {
+            return bad(format!("epochs: {} is out of range; use 1 to {MAX_EPOCHS}", self.epochs));
+        }
+        if !self.momentum.is_finite() || !(0.0..1.0).contains(&self.momentum) {
+            return bad(format!("momentum: {} is out of range; use a number in [0, 1), e.g. 0.9", self.momentum));
+        }
+        for (field, limit, len) in [("limit_train", self.limit_train, train_len), ("limit_test", self.limit_test, test_len)] {
+            match limit {
+                Some(n) if n == 0 || n > len => return bad(format!("{field}: {n} images requested; use 1 to {len}")),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The layers this request trains: `layers` parsed, else the MLP of `hidden`.
+    pub fn layer_list(&self) -> Result<Vec<Layer>, gpu_layers::LayersError> {
+        match &self.layers {
+            Some(text) => gpu_layers::sequential::parse_layers(text),
+            None => Ok(crate::train::TrainConfig::mlp(&self.hidden)),
+        }
+    }
+
+    /// The request as the training loop's configuration: `mnist train`'s defaults for what the
+    /// page does not set (steps per GPU submission), plus a model after every epoch for the grid
+    /// and the drawing pad.
+    pub fn config(&self) -> TrainConfig {
+        TrainConfig {
+            // validate() has parsed the list already; a bad one fails TrainConfig::validate.
+            layers: self.layer_list().unwrap_or_default(),
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            optimizer: self.optimizer.optimizer(self.lr, self.momentum),
+            schedule: self.schedule,
+            seed: self.seed,
+            epoch_models: true,
+            ..TrainConfig::default()
+        }
+    }
+
+    /// The number of training images this request uses.
+    pub fn train_images(&self, train_len: usize) -> usize {
+        self.limit_train.unwrap_or(train_len).min(train_len)
+    }
+
+    /// The part of `all` this request trains and evaluates on (`all` itself when it asks for
+    /// every image).
+    pub fn data(&self, all: &Arc<Mnist>) -> Arc<Mnist> {
+        let train = self.train_images(all.train.len());
+        let test = self.limit_test.unwrap_or(all.test.len()).min(all.test.len());
+        if train == all.train.len() && test == all.test.len() {
+            return all.clone();
+        }
+        Arc::new(Mnist { train: all.train.take(train), test: all.test.take(test), kind: all.kind })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(r: TrainRequest) -> String {
+        r.validate(60_000, 10_000).unwrap_err()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        TrainRequest::default().validate(60_000, 10_000).unwrap();
+    }
+
+    #[test]
+    fn each_range_has_a_message_naming_the_field() {
+        let d = TrainRequest::default;
+        assert!(err(TrainRequest { lr: 0.0, ..d() }).starts_with("lr:"));
+        assert!(err(TrainRequest { lr: f32::NAN, ..d() }).starts_with("lr:"));
+        assert!(err(TrainRequest { lr: 11.0, ..d() }).starts_with("lr:"));
+        assert!(err(TrainRequest { batch_size: 0, ..d() }).starts_with("batch_size:"));
+        assert!(err(TrainRequest { epochs: 0, ..d() }).starts_with("epochs:"));
+        assert!(err(TrainRequest { epochs: 101, ..d() }).starts_with("epochs:"));
+        assert!(err(TrainRequest { hidden: vec![128, 0], ..d() }).starts_with("hidden:"));
+        assert!(err(TrainRequest { hidden: vec![8; 5], ..d() }).starts_with("hidden:"));
+        assert!(err(TrainRequest { momentum: 1.0, ..d() }).starts_with("momentum:"));
+        assert!(err(TrainRequest { limit_train: Some(0), ..d() }).starts_with("limit_train:"));
+        assert!(err(TrainRequest { limit_train: Some(60_001), ..d() }).starts_with("limit_train:"));
+        assert!(err(TrainRequest { limit_test: Some(10_001), ..d() }).starts_with("limit_test:"));
+        // Softmax regression (no hidden layer) is allowed.
+        TrainRequest { hidden: vec![], ..d() }.validate(60_000, 10_000).unwrap();
+        // A layer list instead of hidden sizes.
+        let layers = |t: &str| TrainRequest { layers: Some(t.into()), ..d() };
+        layers("784-256-relu-dropout0.2-10").validate(60_000, 10_000).unwrap();
+        assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
+        assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
+        assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
+    }
+}

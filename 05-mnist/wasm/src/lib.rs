@@ -1,0 +1,529 @@
+//! Stage 05 in a browser: the library of `05-mnist` (data checks, training on stage 04's
+//! trainers, models, prediction), compiled to WebAssembly and called from the page
+//! (`05-mnist/web/app.js`) through [wasm-bindgen](https://wasm-bindgen.github.io/wasm-bindgen/).
+//!
+//! Nothing here re-implements training: [`Session::train`] calls `mnist::train::train_async`,
+//! the loop `mnist train` runs natively, on a [`GpuContext`] made by WebGPU (the visitor's GPU)
+//! or on the CPU trainer compiled to WebAssembly. What this file adds is the browser's side of
+//! things: bytes in and out instead of files, JSON for the page, and a JavaScript callback for
+//! the events the command line prints.
+//!
+//! Build: `bash 05-mnist/web/build.sh` (see `05-mnist/WEB.md`).
+#![cfg(target_arch = "wasm32")]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::GpuContext;
+use mnist::data::{self, CLASSES, FILE_NAMES, Mnist, PIXELS};
+use mnist::datasets::DatasetKind;
+use mnist::idx::IdxArray;
+use mnist::metrics::EpochMetrics;
+use mnist::model_io::{self, Classifier, Model, argmax};
+use mnist::train::{self, Device, Event, TrainRequest};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_time::Instant;
+
+/// What the page holds: the data set, the model it predicts with, the WebGPU context.
+#[wasm_bindgen]
+pub struct Session {
+    inner: Rc<RefCell<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The checked files, in the order of [`FILE_NAMES`], until all four are there, and the
+    /// data set their checksums say they are (MNIST or Fashion-MNIST).
+    files: [Option<IdxArray>; 4],
+    kind: Option<DatasetKind>,
+    data: Option<Arc<Mnist>>,
+    model: Option<PageModel>,
+    /// Made on first use and kept: asking for an adapter and a device takes a while.
+    gpu: Option<Arc<GpuContext>>,
+    /// Set by [`Session::stop`]; the run in flight stops after its current batch or submission.
+    stop: Arc<AtomicBool>,
+    training: bool,
+}
+
+/// The model the drawing pad and the grid use, with a CPU classifier of its own.
+struct PageModel {
+    model: Model,
+    /// Where it came from: "trained in this browser, epoch 3 (96.1%)", "loaded from m.safetensors".
+    origin: String,
+    classifier: Classifier,
+}
+
+fn js_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn json(value: &impl Serialize) -> String {
+    // Plain structs of numbers and strings: serializing them cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// What the page shows about a WebGPU adapter (the same shape as `mnist serve`'s).
+#[derive(Serialize)]
+struct AdapterJson {
+    name: String,
+    software: bool,
+    warning: Option<String>,
+    /// The limits the device was created with that matter here, in bytes or invocations.
+    max_storage_buffer_binding_size: u64,
+    max_compute_workgroup_storage_size: u32,
+    max_compute_invocations_per_workgroup: u32,
+}
+
+/// The `model` event's payload (`mnist serve` adds the hidden sizes, which the page does not
+/// use).
+#[derive(Serialize)]
+struct ModelJson {
+    description: String,
+}
+
+#[derive(Serialize)]
+struct SamplesJson<'a> {
+    indices: Vec<usize>,
+    pixels: &'a [u8],
+    labels: &'a [u8],
+    predicted: Option<Vec<u8>>,
+}
+
+#[derive(Serialize)]
+struct PredictJson {
+    probabilities: Vec<f32>,
+    digit: usize,
+    input: Vec<u8>,
+}
+
+#[derive(Serialize)]
+struct FileJson<'a> {
+    name: &'a str,
+    dims: &'a [usize],
+    /// `MNIST` or `Fashion-MNIST`.
+    dataset: &'static str,
+    /// True once all four files are checked and the data set is ready.
+    complete: bool,
+}
+
+/// The page's training form: `mnist serve`'s `POST /api/train` body ([`TrainRequest`], whose
+/// `device` a browser run ignores), checked the same way.
+fn parse_request(json: &str, data: &Mnist) -> Result<TrainRequest, JsError> {
+    let req: TrainRequest = serde_json::from_str(json).map_err(|e| js_err(format!("the training form: {e}")))?;
+    req.validate(data.train.len(), data.test.len()).map_err(js_err)?;
+    Ok(req)
+}
+
+/// The events of a run, in the shapes `mnist serve` streams (`serve/events.rs`), so that one
+/// set of handlers in app.js draws both.
+#[derive(Serialize)]
+struct StartJson<'a> {
+    run: u32,
+    config: &'a TrainRequest,
+    adapter: &'a AdapterJson,
+    train_images: usize,
+    test_images: usize,
+    batches_per_epoch: usize,
+}
+
+#[derive(Serialize)]
+struct ProgressJson {
+    run: u32,
+    epoch: usize,
+    batch: usize,
+    batches: usize,
+    lr: f32,
+    loss: f64,
+    images_per_sec: f64,
+}
+
+#[derive(Serialize)]
+struct EpochJson<'a> {
+    run: u32,
+    epochs: usize,
+    lr: f32,
+    #[serde(flatten)]
+    metrics: &'a EpochMetrics,
+}
+
+#[derive(Serialize)]
+struct DoneJson {
+    run: u32,
+    stopped: bool,
+    epochs_done: usize,
+    message: String,
+}
+
+/// How often a run reports its progress to the page (at most).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Lets the browser run its event loop (draw, handle a click on Stop) before training goes on:
+/// a zero-delay timer, awaited.
+async fn breathe() {
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        let global = js_sys::global();
+        if let Ok(set_timeout) = js_sys::Reflect::get(&global, &"setTimeout".into()).and_then(|f| f.dyn_into::<js_sys::Function>()) {
+            let _ = set_timeout.call2(&global, &resolve, &JsValue::from(0));
+        } else {
+            let _ = resolve.call0(&JsValue::NULL);
+        }
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[wasm_bindgen]
+impl Session {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Session {
+        Session { inner: Rc::new(RefCell::new(Inner::default())) }
+    }
+
+    /// Checks one of the four files of MNIST or Fashion-MNIST (`name` as in [`FILE_NAMES`],
+    /// `.gz` or not; gzipped or not): its SHA-256 must be one of the known ones and its IDX
+    /// structure sound, and all four must be of the same data set. Keeps it; once all four are
+    /// in, the data set is ready. Returns `{name, dims, dataset, complete}` as JSON.
+    pub fn add_file(&self, name: &str, bytes: &[u8]) -> Result<String, JsError> {
+        let base = name.strip_suffix(".gz").unwrap_or(name);
+        let slot = FILE_NAMES
+            .iter()
+            .position(|n| *n == base)
+            .ok_or_else(|| js_err(format!("{name} is not one of the four files: {}", FILE_NAMES.join(", "))))?;
+        let mut inner = self.inner.borrow_mut();
+        // The data set the other files are of, or, for the first, whichever set's sum matches.
+        let kinds = match inner.kind {
+            Some(kind) => vec![kind],
+            None => vec![DatasetKind::Mnist, DatasetKind::Fashion],
+        };
+        let mut why = Vec::new();
+        let mut found = None;
+        for kind in kinds {
+            match data::check_file(kind, name, bytes) {
+                Ok(arr) => {
+                    found = Some((kind, arr));
+                    break;
+                }
+                Err(e) => why.push(e),
+            }
+        }
+        let (kind, arr) = found.ok_or_else(|| js_err(why.join("; ")))?;
+        let dims = arr.dims.clone();
+        inner.kind = Some(kind);
+        inner.files[slot] = Some(arr);
+        if inner.files.iter().all(Option::is_some) {
+            let files = std::mem::take(&mut inner.files).map(|f| f.expect("all four are present"));
+            inner.data = Some(Arc::new(data::from_arrays(kind, files).map_err(js_err)?));
+        }
+        Ok(json(&FileJson { name: base, dims: &dims, dataset: kind.title(), complete: inner.data.is_some() }))
+    }
+
+    /// True when the data set is ready.
+    pub fn has_data(&self) -> bool {
+        self.inner.borrow().data.is_some()
+    }
+
+    /// The files still missing, as a JSON list of names (empty once the data set is ready).
+    pub fn missing_files(&self) -> String {
+        let inner = self.inner.borrow();
+        let missing: Vec<&str> = match inner.data {
+            Some(_) => Vec::new(),
+            None => FILE_NAMES.iter().zip(&inner.files).filter(|(_, f)| f.is_none()).map(|(n, _)| *n).collect(),
+        };
+        json(&missing)
+    }
+
+    /// The WebGPU adapter as JSON `{name, software, warning, ...limits}`, asking the browser
+    /// for a device the first time. Rejects when this browser has no WebGPU.
+    pub fn webgpu(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let ctx = gpu_context(&inner).await.map_err(JsValue::from)?;
+            Ok(JsValue::from_str(&json(&adapter_json(&ctx))))
+        })
+    }
+
+    /// The first `count` test digits for the grid, with the model's predictions if there is a
+    /// model: `{indices, pixels, labels, predicted}` as JSON (the shape of `GET /api/samples`).
+    pub fn samples(&self, count: usize) -> Result<String, JsError> {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let data = inner.data.as_ref().ok_or_else(|| js_err("no data set yet"))?;
+        let n = count.min(data.test.len());
+        let pixels = &data.test.images[..n * PIXELS];
+        let predicted = match inner.model.as_mut() {
+            Some(m) => Some(m.classifier.predict(pixels).map_err(js_err)?),
+            None => None,
+        };
+        Ok(json(&SamplesJson { indices: (0..n).collect(), pixels, labels: &data.test.labels[..n], predicted }))
+    }
+
+    /// Reads a drawing: `pixels: [height, width]` grey bytes, either polarity, any size. It is
+    /// made MNIST-like (`preprocess::to_mnist`) and classified in this page, on the CPU:
+    /// `{probabilities, digit, input}` as JSON (the shape of `POST /api/predict`'s answer).
+    pub fn predict_drawing(&self, pixels: &[u8], width: usize, height: usize) -> Result<String, JsError> {
+        let mut inner = self.inner.borrow_mut();
+        let model = inner.model.as_mut().ok_or_else(|| js_err("no model in the page yet: train or load one"))?;
+        let input = mnist::preprocess::to_mnist(pixels, width, height).map_err(js_err)?;
+        let probabilities = model.classifier.probabilities(&input).map_err(js_err)?;
+        debug_assert_eq!(probabilities.len(), CLASSES);
+        let digit = argmax(&probabilities) as usize;
+        Ok(json(&PredictJson { probabilities, digit, input }))
+    }
+
+    /// Trains a network in this page: `request` is the form as JSON (see `WebRequest`),
+    /// `device` is `"gpu"` (WebGPU) or `"cpu"` (this WebAssembly module). `on_event(name,
+    /// json)` receives `start`, `progress`, `epoch`, `model`, `samples` and finally `done`, as
+    /// `mnist serve` streams them; after every epoch the page's model is the new one. The
+    /// promise resolves when the run ends and rejects with the reason when it fails.
+    pub fn train(&self, request: String, device: String, run: u32, on_event: js_sys::Function) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            {
+                let mut i = inner.borrow_mut();
+                if i.training {
+                    return Err(js_err("a run is already in flight: stop it first").into());
+                }
+                i.training = true;
+                i.stop.store(false, Ordering::Relaxed);
+            }
+            let result = train_run(&inner, &request, &device, run, &on_event).await;
+            inner.borrow_mut().training = false;
+            result.map(|()| JsValue::UNDEFINED).map_err(JsValue::from)
+        })
+    }
+
+    /// Stops the run in flight after its current batch (CPU) or submission (GPU).
+    pub fn stop(&self) {
+        self.inner.borrow().stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The mean loss of the first training step of `request`'s run on `device` ("gpu" or
+    /// "cpu"): same seed, same initial parameters, same first batch as [`Session::train`].
+    pub fn first_batch_loss(&self, request: String, device: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let all = session_data(&inner)?;
+            let req = parse_request(&request, &all)?;
+            let cfg = req.config();
+            let data = req.data(&all);
+            let (device, _) = device_for(&inner, &device).await?;
+            let loss = train::first_batch_loss(&device, &data, &cfg).await.map_err(js_err)?;
+            Ok(JsValue::from_f64(loss))
+        })
+    }
+
+    /// The page's model as `{description, hidden}` JSON, or `null`.
+    pub fn model_info(&self) -> String {
+        let inner = self.inner.borrow();
+        match &inner.model {
+            Some(m) => json(&model_json(m)),
+            None => "null".into(),
+        }
+    }
+
+    /// The page's model as a safetensors file, the format `mnist eval --model` and
+    /// `mnist predict --model` read.
+    pub fn model_safetensors(&self) -> Result<Vec<u8>, JsError> {
+        let inner = self.inner.borrow();
+        let m = inner.model.as_ref().ok_or_else(|| js_err("no model in the page yet: train or load one"))?;
+        model_io::model_bytes(&m.model).map_err(js_err)
+    }
+
+    /// Loads a safetensors model (as written by `mnist train --save` or by this page), checked
+    /// like `mnist eval` checks it. Returns `{description, hidden}` as JSON.
+    pub fn load_model(&self, bytes: &[u8], file_name: &str) -> Result<String, JsError> {
+        let model = model_io::parse_model(bytes).map_err(|e| js_err(format!("{file_name}: {e}")))?;
+        let page = PageModel::new(model, format!("loaded from {file_name}")).map_err(js_err)?;
+        let info = json(&model_json(&page));
+        self.inner.borrow_mut().model = Some(page);
+        Ok(info)
+    }
+}
+
+impl PageModel {
+    fn new(model: Model, origin: String) -> mnist::Result<Self> {
+        let classifier = model.classifier()?;
+        Ok(Self { model, origin, classifier })
+    }
+}
+
+fn model_json(m: &PageModel) -> ModelJson {
+    ModelJson { description: format!("{}, {}", m.model.spec.describe(), m.origin) }
+}
+
+fn session_data(inner: &Rc<RefCell<Inner>>) -> Result<Arc<Mnist>, JsError> {
+    inner.borrow().data.clone().ok_or_else(|| js_err("no data set yet: the page loads MNIST first (or pick the files)"))
+}
+
+/// The training device for "gpu" or "cpu", and how the page shows it.
+async fn device_for(inner: &Rc<RefCell<Inner>>, device: &str) -> Result<(Device, AdapterJson), JsError> {
+    match device {
+        "gpu" => {
+            let ctx = gpu_context(inner).await?;
+            let adapter = adapter_json(&ctx);
+            Ok((Device::Gpu(ctx), adapter))
+        }
+        "cpu" => Ok((
+            Device::Cpu,
+            AdapterJson {
+                name: "CPU (WebAssembly in this browser, one thread)".into(),
+                software: false,
+                warning: None,
+                max_storage_buffer_binding_size: 0,
+                max_compute_workgroup_storage_size: 0,
+                max_compute_invocations_per_workgroup: 0,
+            },
+        )),
+        other => Err(js_err(format!("device `{other}`: use gpu or cpu"))),
+    }
+}
+
+fn adapter_json(ctx: &GpuContext) -> AdapterJson {
+    let software = ctx.is_software();
+    let l = &ctx.limits;
+    AdapterJson {
+        name: ctx.adapter_line(),
+        software,
+        warning: software.then(|| {
+            format!(
+                "'{}' is a SOFTWARE adapter: WebGPU is running on your CPU, not a GPU. Results are \
+                 correct, but its timings are not GPU timings.",
+                ctx.info.name
+            )
+        }),
+        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+        max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+        max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+    }
+}
+
+/// One run, reporting to `on_event`; the page's model follows the run epoch by epoch.
+async fn train_run(inner: &Rc<RefCell<Inner>>, request: &str, device: &str, run: u32, on_event: &js_sys::Function) -> Result<(), JsError> {
+    let emit = |name: &str, payload: String| {
+        // An exception in the page's handler is the page's problem, not the run's.
+        let _ = on_event.call2(&JsValue::NULL, &JsValue::from_str(name), &JsValue::from_str(&payload));
+    };
+    let all = session_data(inner)?;
+    let req = parse_request(request, &all)?;
+    let cfg = req.config();
+    let data = req.data(&all);
+    let (device, adapter) = device_for(inner, device).await?;
+    let batch = cfg.batch_size.min(data.train.len()).max(1);
+    emit(
+        "start",
+        json(&StartJson {
+            run,
+            config: &req,
+            adapter: &adapter,
+            train_images: data.train.len(),
+            test_images: data.test.len(),
+            batches_per_epoch: data.train.len().div_ceil(batch),
+        }),
+    );
+    let stop = inner.borrow().stop.clone();
+    let mut epoch_lr = cfg.lr();
+    let mut last_report: Option<Instant> = None;
+    let mut last_epoch: Option<EpochMetrics> = None;
+    let mut model_error: Option<String> = None;
+    let mut on = |event: Event<'_>| match event {
+        Event::EpochStart { lr, .. } => {
+            epoch_lr = lr;
+            last_report = None;
+        }
+        Event::Progress(p) => {
+            let due = last_report.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || p.batch == p.batches;
+            if due && p.loss.is_finite() {
+                last_report = Some(Instant::now());
+                let progress = ProgressJson {
+                    run,
+                    epoch: p.epoch,
+                    batch: p.batch,
+                    batches: p.batches,
+                    lr: epoch_lr,
+                    loss: p.loss,
+                    images_per_sec: p.images_per_sec,
+                };
+                emit("progress", json(&progress));
+            }
+        }
+        Event::EpochEnd(m) => {
+            last_epoch = Some(*m);
+            emit("epoch", json(&EpochJson { run, epochs: cfg.epochs, lr: epoch_lr, metrics: m }));
+        }
+        Event::EpochModel(model) => {
+            let origin = match &last_epoch {
+                Some(m) => format!("trained in this browser, run {run} after epoch {} (test accuracy {:.2}%)", m.epoch, 100.0 * m.test_acc),
+                None => format!("trained in this browser, run {run}"),
+            };
+            match set_model(inner, model.clone(), origin) {
+                Ok((info, predicted)) => {
+                    emit("model", info);
+                    emit("samples", predicted);
+                }
+                Err(e) => model_error = Some(e),
+            }
+        }
+    };
+    let outcome = train::train_async(&device, &data, &cfg, &stop, &mut on, breathe).await.map_err(js_err)?;
+    if let Some(e) = model_error {
+        return Err(js_err(format!("could not use the trained model: {e}")));
+    }
+    let epochs_done = outcome.history.len();
+    if outcome.stopped {
+        // Keep what was learned so far: the pad can still read drawings with it.
+        let (info, predicted) = set_model(inner, outcome.model, format!("trained in this browser, run {run}, stopped during epoch {}", epochs_done + 1))
+            .map_err(js_err)?;
+        emit("model", info);
+        emit("samples", predicted);
+    }
+    let acc = outcome.history.last().map(|m| format!(" Test accuracy {:.2}%.", 100.0 * m.test_acc)).unwrap_or_default();
+    let message = if outcome.stopped {
+        format!("Stopped after {epochs_done} of {} epochs.{acc}", cfg.epochs)
+    } else {
+        let s = if epochs_done == 1 { "" } else { "s" };
+        format!("Finished {epochs_done} epoch{s}.{acc}")
+    };
+    emit("done", json(&DoneJson { run, stopped: outcome.stopped, epochs_done, message }));
+    Ok(())
+}
+
+/// Makes `model` the page's model; returns the `model` and `samples` events' JSON.
+fn set_model(inner: &Rc<RefCell<Inner>>, model: Model, origin: String) -> Result<(String, String), String> {
+    let mut page = PageModel::new(model, origin).map_err(|e| e.to_string())?;
+    let mut i = inner.borrow_mut();
+    let predicted = match &i.data {
+        Some(d) => {
+            let n = SAMPLE_COUNT.min(d.test.len());
+            page.classifier.predict(&d.test.images[..n * PIXELS]).map_err(|e| e.to_string())?
+        }
+        None => Vec::new(),
+    };
+    let info = json(&model_json(&page));
+    i.model = Some(page);
+    Ok((info, json(&serde_json::json!({ "predicted": predicted }))))
+}
+
+/// How many test digits the page's grid shows (as `mnist serve`'s).
+const SAMPLE_COUNT: usize = 24;
+
+/// The session's WebGPU context, made on first use.
+async fn gpu_context(inner: &Rc<RefCell<Inner>>) -> Result<Arc<GpuContext>, JsError> {
+    if let Some(ctx) = inner.borrow().gpu.clone() {
+        return Ok(ctx);
+    }
+    // `train::Device` shares the context through an `Arc` (natively, with the server's training
+    // thread); a browser page has one thread, where wgpu's types are neither Send nor Sync.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let ctx = Arc::new(GpuContext::new_async().await.map_err(js_err)?);
+    inner.borrow_mut().gpu = Some(ctx.clone());
+    Ok(ctx)
+}

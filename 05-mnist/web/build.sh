@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the static site of stage 05: the page (index.html, app.js, style.css) and the trainer
+# compiled to WebAssembly (pkg/mnist_web.js + pkg/mnist_web_bg.wasm), into one folder that any
+# static web server can serve. `mnist serve` serves the same folder (--site, or target/site).
+#
+#   bash 05-mnist/web/build.sh [OUT_DIR]           # default OUT_DIR: target/site
+#   MNIST_DIR=/path/to/mnist bash 05-mnist/web/build.sh   # also copy the four MNIST files to OUT_DIR/data/
+#
+# Needs the wasm32 target and wasm-bindgen's command-line tool at the version of the
+# wasm-bindgen crate in Cargo.lock (Cargo.toml pins it with `=`; the two must match):
+#   rustup target add wasm32-unknown-unknown
+#   cargo install wasm-bindgen-cli --version =0.2.130 --no-default-features
+# When Binaryen's `wasm-opt` is on PATH (Debian: apt-get install binaryen) it shrinks the .wasm
+# further; without it the site is complete, only larger.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-$root/target/site}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+want_bindgen="$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/version = |"/, ""); print; exit }' "$root/Cargo.lock")"
+
+fail() { echo "build.sh: $*" >&2; exit 1; }
+rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown \
+    || fail "the wasm32 target is missing: rustup target add wasm32-unknown-unknown"
+command -v wasm-bindgen >/dev/null 2>&1 \
+    || fail "wasm-bindgen is missing: cargo install wasm-bindgen-cli --version =$want_bindgen --no-default-features"
+have_bindgen="$(wasm-bindgen --version | awk '{print $2}')"
+[ "$have_bindgen" = "$want_bindgen" ] \
+    || fail "wasm-bindgen $have_bindgen found, Cargo.lock has $want_bindgen: cargo install wasm-bindgen-cli --version =$want_bindgen --no-default-features --force"
+
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+(cd "$root" && cargo build --locked --profile web --target wasm32-unknown-unknown -p mnist-web)
+wasm="$target_dir/wasm32-unknown-unknown/web/mnist_web.wasm"
+
+rm -rf "$out/pkg"
+wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" "$wasm"
+if command -v wasm-opt >/dev/null 2>&1; then
+    wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+        --enable-mutable-globals --enable-reference-types --enable-multivalue \
+        "$out/pkg/mnist_web_bg.wasm" -o "$out/pkg/mnist_web_bg.wasm.opt"
+    mv "$out/pkg/mnist_web_bg.wasm.opt" "$out/pkg/mnist_web_bg.wasm"
+fi
+cp "$root/05-mnist/web/index.html" "$root/05-mnist/web/app.js" "$root/05-mnist/web/style.css" "$out/"
+
+if [ -n "${MNIST_DIR:-}" ]; then
+    mkdir -p "$out/data"
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        if [ -f "$MNIST_DIR/$f.gz" ]; then cp "$MNIST_DIR/$f.gz" "$out/data/"
+        elif [ -f "$MNIST_DIR/$f" ]; then gzip -c "$MNIST_DIR/$f" > "$out/data/$f.gz"
+        else fail "$MNIST_DIR has no $f(.gz)"; fi
+    done
+fi
+echo "site: $out ($(du -k "$out/pkg/mnist_web_bg.wasm" | cut -f1) KiB of wasm)"
