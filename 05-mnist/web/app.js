@@ -35,6 +35,7 @@ const state = {
   gpu: null,        // the WebGPU adapter's description, once asked for
   gpuError: null,   // why WebGPU is not available
   hasData: false,   // the page holds the checked data set
+  dataset: "MNIST", // or "Fashion-MNIST": what the files' checksums say they are
   model: null,      // "page" (the WebAssembly session has one), "server", or null
   events: null,     // the server's EventSource while "the server" is chosen
   browserRun: 0,
@@ -490,6 +491,9 @@ async function fetchFile(name) {
 
 function dataText(text) { $("data-text").textContent = text; }
 
+/// `add_file`'s answer: which data set the file belongs to.
+function noteFile(json) { state.dataset = JSON.parse(json).dataset; }
+
 /// Gets the four files (browser cache first, then the site), checks each in WebAssembly, and
 /// caches what passed. Files that are missing leave the page asking the visitor to pick them.
 async function loadData() {
@@ -501,7 +505,7 @@ async function loadData() {
     const hit = cache && (await cache.match(cacheKey(name)));
     if (hit) {
       bytes = new Uint8Array(await hit.arrayBuffer());
-      try { state.web.add_file(name, bytes); from.cache += 1; continue; } catch (_) {
+      try { noteFile(state.web.add_file(name, bytes)); from.cache += 1; continue; } catch (_) {
         await cache.delete(cacheKey(name)); // a damaged copy: fetch it again
       }
     }
@@ -509,7 +513,7 @@ async function loadData() {
     bytes = await fetchFile(name);
     if (!bytes) { missing.push(name); continue; }
     try {
-      state.web.add_file(name, bytes);
+      noteFile(state.web.add_file(name, bytes));
       from.site += 1;
       if (cache) await cache.put(cacheKey(name), new Response(bytes));
     } catch (e) {
@@ -526,7 +530,7 @@ function dataReady(missing, from) {
   if (state.hasData) {
     const where = [from.cache && `${from.cache} from this browser's cache`, from.site && `${from.site} from this site`,
       from.picked && `${from.picked} picked from disk`].filter(Boolean).join(", ");
-    dataText(`MNIST ready: 60,000 training and 10,000 test images, every file checked (SHA-256, IDX)${where ? "; " + where : ""}.`);
+    dataText(`${state.dataset} ready: 60,000 training and 10,000 test images, every file checked (SHA-256, IDX)${where ? "; " + where : ""}.`);
   } else {
     dataText(`Missing: ${missing.join(", ")}. This site has no data/ folder with them: pick the files from your disk ` +
       "(from https://ossci-datasets.s3.amazonaws.com/mnist/ or `mnist download`).");
@@ -544,7 +548,7 @@ $("pick-data").addEventListener("change", async (ev) => {
     const name = file.name.replace(/\.gz$/, "");
     try {
       const bytes = new Uint8Array(await file.arrayBuffer());
-      state.web.add_file(file.name, bytes);
+      noteFile(state.web.add_file(file.name, bytes));
       picked += 1;
       if (cache) await cache.put(cacheKey(name), new Response(bytes));
     } catch (e) {
