@@ -10,8 +10,9 @@
 # wasm-bindgen crate in Cargo.lock (Cargo.toml pins it with `=`; the two must match):
 #   rustup target add wasm32-unknown-unknown
 #   cargo install wasm-bindgen-cli --version =0.2.130 --no-default-features
-# When Binaryen's `wasm-opt` is on PATH (Debian: apt-get install binaryen) it shrinks the .wasm
-# further; without it the site is complete, only larger.
+# WASM_OPT=1 also runs Binaryen's `wasm-opt -O3` on the .wasm (Debian: apt-get install binaryen):
+# a smaller download. It is opt-in: the site is complete without it, and an old Binaryen can
+# produce a module that no longer loads.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-$root/target/site}"
@@ -34,7 +35,8 @@ wasm="$target_dir/wasm32-unknown-unknown/web/mnist_web.wasm"
 
 rm -rf "$out/pkg"
 wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" "$wasm"
-if command -v wasm-opt >/dev/null 2>&1; then
+if [ "${WASM_OPT:-0}" = 1 ]; then
+    command -v wasm-opt >/dev/null 2>&1 || fail "WASM_OPT=1 but wasm-opt is missing: apt-get install binaryen"
     wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
         --enable-mutable-globals --enable-reference-types --enable-multivalue \
         "$out/pkg/mnist_web_bg.wasm" -o "$out/pkg/mnist_web_bg.wasm.opt"
