@@ -113,6 +113,10 @@ fn split_from_arrays(img: IdxArray, lab: IdxArray, images: &str, labels: &str) -
     if img.dims[1] != SIDE || img.dims[2] != SIDE {
         return Err((true, format!("images are {}x{}, MNIST images are 28x28", img.dims[1], img.dims[2])));
     }
+    // Zero images is a valid IDX file, but no data set: an accuracy over it is 0 / 0.
+    if img.dims[0] == 0 {
+        return Err((true, "it holds 0 images; a split needs at least one".into()));
+    }
     if img.dims[0] != lab.dims[0] {
         return Err((
             false,
@@ -240,6 +244,16 @@ mod tests {
         assert_eq!(labels, vec![4, 5]);
         assert_eq!(x[0], SHIFT);
         assert!((x[PIXELS] - (100.0 * SCALE + SHIFT)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_split_of_zero_images_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (images, labels) = (dir.path().join("images"), dir.path().join("labels"));
+        std::fs::write(&images, idx::encode_idx(&[0, 28, 28], &[])).unwrap();
+        std::fs::write(&labels, idx::encode_idx(&[0], &[])).unwrap();
+        let err = load_split(&images, &labels).unwrap_err().to_string();
+        assert!(err.contains("0 images"), "{err}");
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum MnistError {
     NonFiniteLoss { epoch: usize, batch: usize, lr: f32 },
     /// A model file that is missing tensors, has wrong shapes, or is not safetensors at all.
     Model { path: PathBuf, msg: String },
+    /// A model that loads but cannot classify: its outputs are NaN or infinite.
+    UnusableModel(String),
     /// An image for `predict` that cannot be read or holds no digit.
     Image { path: PathBuf, msg: String },
     /// The loss and accuracy plot could not be drawn.
@@ -82,6 +84,7 @@ impl fmt::Display for MnistError {
                 lr / 10.0
             ),
             MnistError::Model { path, msg } => write!(f, "{}: bad model file: {msg}", path.display()),
+            MnistError::UnusableModel(msg) => write!(f, "the model cannot classify: {msg}"),
             MnistError::Image { path, msg } => write!(f, "{}: {msg}", path.display()),
             MnistError::Plot(msg) => write!(f, "could not draw the plot: {msg}"),
             MnistError::Gpu(e) => write!(f, "{e}"),

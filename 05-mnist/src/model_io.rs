@@ -21,6 +21,7 @@
 //! value must be finite.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::path::Path;
 
 use cpu_matrix::Matrix;
@@ -99,16 +100,71 @@ pub fn model_bytes(model: &Model) -> Result<Vec<u8>, String> {
     safetensors::serialize(tensors, Some(metadata)).map_err(|e| format!("serializing: {e}"))
 }
 
-/// Reads and checks a model written by [`save_model`].
+/// The largest safetensors header accepted. Ours is about 600 bytes; other tools' metadata
+/// can be longer, but a megabyte of JSON is not a model header.
+pub const MAX_HEADER_BYTES: u64 = 1 << 20;
+/// The largest tensor data accepted: the largest network `mnist train` makes
+/// ([`crate::train::MAX_PARAMETERS`] f32 values, 1 GiB).
+pub const MAX_DATA_BYTES: u64 = 4 * crate::train::MAX_PARAMETERS as u64;
+
+/// Reads and checks a model written by [`save_model`]. The file is streamed (see
+/// [`read_model_bytes`]): a wrong file, even an endless one like `/dev/zero`, fails at once.
 pub fn load_model(path: &Path) -> Result<Model> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => MnistError::Model {
             path: path.to_path_buf(),
             msg: "file not found. Train and save one first: `mnist train --save PATH`".to_string(),
         },
         _ => MnistError::io(path, e),
     })?;
-    parse_model(&bytes).map_err(|msg| MnistError::Model { path: path.to_path_buf(), msg })
+    let bad = |msg| MnistError::Model { path: path.to_path_buf(), msg };
+    let bytes = read_model_bytes(std::io::BufReader::new(file)).map_err(bad)?;
+    parse_model(&bytes).map_err(bad)
+}
+
+/// The bytes of a safetensors file, read from a stream in the order of the format: the 8-byte
+/// header length, the header (at most [`MAX_HEADER_BYTES`]), which says how many bytes of
+/// tensor data follow (at most [`MAX_DATA_BYTES`]), then exactly that many bytes, then nothing.
+/// Memory use is bounded by what the stream really holds, never by what the header claims.
+pub fn read_model_bytes(mut r: impl Read) -> Result<Vec<u8>, String> {
+    let io = |e: std::io::Error| format!("read error ({e})");
+    let mut bytes = Vec::new();
+    (&mut r).take(8).read_to_end(&mut bytes).map_err(io)?;
+    let Ok(len) = <[u8; 8]>::try_from(bytes.as_slice()) else {
+        return Err(format!("not a safetensors file: {} bytes, too short for the 8-byte header length", bytes.len()));
+    };
+    let header_len = u64::from_le_bytes(len);
+    if header_len == 0 || header_len > MAX_HEADER_BYTES {
+        return Err(format!(
+            "not a safetensors file: its first 8 bytes announce a header of {header_len} bytes (a model's header \
+             holds 2 to {MAX_HEADER_BYTES} bytes of JSON)"
+        ));
+    }
+    (&mut r).take(header_len).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 != 8 + header_len {
+        return Err(format!("not a safetensors file: truncated in its {header_len}-byte header"));
+    }
+    let header: safetensors::tensor::Metadata =
+        serde_json::from_slice(&bytes[8..]).map_err(|e| format!("not a safetensors file (its header: {e})"))?;
+    let data_len = header.data_len() as u64;
+    if data_len > MAX_DATA_BYTES {
+        return Err(format!(
+            "the header announces {data_len} bytes of tensors, more than the {} MiB of the largest network \
+             `mnist train` makes",
+            MAX_DATA_BYTES >> 20
+        ));
+    }
+    let start = bytes.len();
+    (&mut r).take(data_len).read_to_end(&mut bytes).map_err(io)?;
+    let got = (bytes.len() - start) as u64;
+    if got != data_len {
+        return Err(format!("not a safetensors file: truncated: the header announces {data_len} bytes of tensors, the file has {got}"));
+    }
+    let mut one = [0u8; 1];
+    if r.read(&mut one).map_err(io)? != 0 {
+        return Err(format!("not a safetensors file: trailing bytes after the {data_len} bytes of tensors the header announces"));
+    }
+    Ok(bytes)
 }
 
 /// [`load_model`] on bytes; `Err` says what is wrong.
@@ -199,6 +255,9 @@ fn spec_v1(meta: &HashMap<String, String>) -> Result<NetworkSpec, String> {
 /// A network on the CPU that classifies u8 images (normalized like training).
 pub struct Classifier {
     net: CpuTrainer,
+    /// The parameter of largest magnitude, `(|value|, tensor name)`: what an error about
+    /// non-finite outputs points at.
+    largest: (f32, String),
 }
 
 /// Images per forward pass.
@@ -209,7 +268,15 @@ impl Classifier {
         // The optimizer is never used: this network only predicts.
         let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0)?;
         net.load_parameters(&model.params)?;
-        Ok(Self { net })
+        let mut largest = (0.0f32, String::new());
+        for (k, p) in model.params.iter().enumerate() {
+            let (w, b) = tensor_names(k / 2);
+            let m = p.data.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            if m > largest.0 || largest.1.is_empty() {
+                largest = (m, if k % 2 == 0 { w } else { b });
+            }
+        }
+        Ok(Self { net, largest })
     }
 
     /// `images: [n, 784]` u8 -> probabilities `[n, 10]` row-major.
@@ -223,6 +290,17 @@ impl Classifier {
             let mut x = Matrix::zeros(rows, PIXELS);
             normalize_into(chunk, &mut x.data);
             let p = self.net.predict_probs(&x)?;
+            // Finite weights can still overflow f32 on the way (1e30 * 1e30): the softmax then
+            // gives NaN, and argmax a silent "0". Say so instead.
+            if let Some(i) = p.data.iter().position(|v| !v.is_finite()) {
+                let (value, tensor) = &self.largest;
+                return Err(MnistError::UnusableModel(format!(
+                    "its outputs are NaN or infinite (image {}): the weights are finite but so large that the \
+                     forward pass overflows f32 (the largest magnitude is {value:e}, in `{tensor}`). Train the model \
+                     again (with a smaller --lr if its training diverged)",
+                    out.len() / CLASSES + i / CLASSES
+                )));
+            }
             out.extend_from_slice(&p.data);
         }
         Ok(out)
@@ -340,6 +418,47 @@ mod tests {
         ]);
         let err = parse_model(&safetensors::serialize(t, meta("")).unwrap()).unwrap_err();
         assert!(err.contains("unexpected tensors") && err.contains("layers.9.bias"), "{err}");
+    }
+
+    #[test]
+    fn huge_finite_weights_are_an_error_not_a_silent_zero() {
+        // Every weight 1e30: finite, but the second layer's sums overflow to infinity, and the
+        // softmax of infinities is NaN.
+        let mut m = model(&[8]);
+        for v in m.params.iter_mut().flat_map(|p| p.data.iter_mut()) {
+            *v = 1e30;
+        }
+        let mut c = m.classifier().unwrap();
+        let images: Vec<u8> = (0..2 * PIXELS).map(|i| (i * 31 % 256) as u8).collect();
+        let err = c.probabilities(&images).unwrap_err().to_string();
+        assert!(err.contains("NaN or infinite") && err.contains("1e30") && err.contains("layers.0.weight"), "{err}");
+        assert!(c.predict(&images).is_err());
+    }
+
+    #[test]
+    fn model_files_are_streamed_with_caps() {
+        // `/dev/zero`: a header length of 0, refused after reading 8 bytes.
+        let err = read_model_bytes(std::io::repeat(0)).unwrap_err();
+        assert!(err.contains("header of 0 bytes"), "{err}");
+        // 0xFF...: a header of 2^64 - 1 bytes.
+        assert!(read_model_bytes(std::io::repeat(0xFF)).unwrap_err().contains("a header of 18446744073709551615 bytes"));
+        let m = model(&[16]);
+        let mut good = Vec::new();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        save_model(&path, &m).unwrap();
+        good.extend(std::fs::read(&path).unwrap());
+        assert_eq!(parse_model(&read_model_bytes(good.as_slice()).unwrap()).unwrap(), m);
+        // A good model followed by an endless stream: refused at the first extra byte.
+        let err = read_model_bytes(good.as_slice().chain(std::io::repeat(0))).unwrap_err();
+        assert!(err.contains("trailing bytes"), "{err}");
+        assert!(read_model_bytes(&good[..good.len() - 1]).unwrap_err().contains("truncated"));
+        // A header that announces 4 GiB of tensors: refused before reading them.
+        let header = br#"{"w":{"dtype":"F32","shape":[1073741824],"data_offsets":[0,4294967296]}}"#;
+        let mut big = (header.len() as u64).to_le_bytes().to_vec();
+        big.extend_from_slice(header);
+        let err = read_model_bytes(big.as_slice().chain(std::io::repeat(0))).unwrap_err();
+        assert!(err.contains("4294967296 bytes of tensors") && err.contains("1024 MiB"), "{err}");
     }
 
     #[test]

@@ -32,8 +32,9 @@ const MIN_CONTRAST: f32 = 32.0;
 /// `grey: [height, width]` bytes, row-major, either polarity -> `[28 * 28]` bytes, 0 = background
 /// (MNIST's convention). `Err` says why there is nothing to classify.
 pub fn to_mnist(grey: &[u8], width: usize, height: usize) -> Result<Vec<u8>, String> {
-    if width == 0 || height == 0 || grey.len() != width * height {
-        return Err(format!("{} pixels for a {width}x{height} image (expected {})", grey.len(), width * height));
+    let expected = width.checked_mul(height).filter(|&n| n > 0 && n == grey.len());
+    if expected.is_none() {
+        return Err(format!("{} pixels for a {width}x{height} image (expected width x height)", grey.len()));
     }
     // 1-2. Polarity, from the border: MNIST is light ink on a dark background.
     let border: Vec<u8> = (0..width)
@@ -133,16 +134,42 @@ fn resample_area(src: &[f32], stride: usize, (x0, y0, w, h): (usize, usize, usiz
     out
 }
 
+/// The largest picture file `predict` reads (a phone photo is a few MB).
+pub const MAX_IMAGE_FILE: u64 = 64 << 20;
+/// The largest side and decoded size of a picture: far above any photo of a digit, far below
+/// what a crafted header can announce (a PNG may claim 2^31 x 2^31 pixels in 33 bytes).
+pub const MAX_IMAGE_SIDE: u32 = 16384;
+pub const MAX_IMAGE_ALLOC: u64 = 256 << 20;
+
 #[cfg(not(target_arch = "wasm32"))]
 /// Reads a PNG or JPEG as grey bytes `[height, width]`. Transparent pixels become white
-/// paper, so a drawing on a transparent canvas reads as dark ink on white.
+/// paper, so a drawing on a transparent canvas reads as dark ink on white. Files over
+/// [`MAX_IMAGE_FILE`] are refused without being read whole.
 pub fn read_grey(path: &Path) -> Result<(Vec<u8>, usize, usize)> {
-    let img = image::ImageReader::open(path)
-        .map_err(|e| MnistError::io(path, e))?
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| MnistError::io(path, e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_IMAGE_FILE + 1).read_to_end(&mut bytes).map_err(|e| MnistError::io(path, e))?;
+    if bytes.len() as u64 > MAX_IMAGE_FILE {
+        let msg = format!("more than {} MiB: not a picture of a digit; use a PNG or JPEG", MAX_IMAGE_FILE >> 20);
+        return Err(MnistError::Image { path: path.to_path_buf(), msg });
+    }
+    decode_grey(&bytes).map_err(|msg| MnistError::Image { path: path.to_path_buf(), msg })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// [`read_grey`] on the bytes of a file: decodes with limits on the size and the memory the
+/// decoder may use, so a crafted header cannot make it allocate gigabytes.
+pub fn decode_grey(bytes: &[u8]) -> Result<(Vec<u8>, usize, usize), String> {
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
-        .map_err(|e| MnistError::io(path, e))?
-        .decode()
-        .map_err(|e| MnistError::Image { path: path.to_path_buf(), msg: format!("cannot decode the image ({e}); use PNG or JPEG") })?;
+        .map_err(|e| format!("cannot read the image ({e})"))?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_IMAGE_SIDE);
+    limits.max_image_height = Some(MAX_IMAGE_SIDE);
+    limits.max_alloc = Some(MAX_IMAGE_ALLOC);
+    reader.limits(limits);
+    let img = reader.decode().map_err(|e| format!("cannot decode the image ({e}); use PNG or JPEG"))?;
     let (w, h) = (img.width() as usize, img.height() as usize);
     let la = img.to_luma_alpha8();
     let grey = la
@@ -235,6 +262,24 @@ mod tests {
         assert!(to_mnist(&[0; 100], 10, 10).unwrap_err().contains("blank"));
         assert!(to_mnist(&[0; 99], 10, 10).is_err());
         assert!(to_mnist(&[], 0, 0).is_err());
+        // Sizes whose product overflows are an error, not a panic.
+        assert!(to_mnist(&[0; 4], usize::MAX, 2).unwrap_err().contains("width x height"));
+    }
+
+    #[test]
+    fn a_picture_announcing_huge_sides_is_refused_before_decoding() {
+        // A valid PNG of 1x1, then its header edited to claim 100000 x 100000 pixels (10 GB as
+        // grey): the decoder's limits refuse it instead of allocating.
+        let mut png = Vec::new();
+        image::GrayImage::new(1, 1).write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+        png[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+        png[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        let mut crc = flate2::Crc::new();
+        crc.update(&png[12..29]);
+        png[29..33].copy_from_slice(&crc.sum().to_be_bytes());
+        let err = decode_grey(&png).unwrap_err();
+        assert!(err.contains("cannot decode") && err.contains("limit"), "{err}");
+        assert!(decode_grey(b"not a picture").is_err());
     }
 
     #[test]

@@ -18,13 +18,17 @@
 //! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`
 //!   builds) and the data folder's MNIST files (`data/`), so that the page can also train in
 //!   the browser, as it does on any static host.
+//! - `guard.rs` / `connections.rs`: what keeps other web pages and greedy clients out (the
+//!   `Host` and `Origin` checks, security headers, timeouts, caps on connections and streams).
 //!
 //! The page is at `/`; the API is documented in `routes.rs`.
 
 mod api;
 mod assets;
+mod connections;
 mod error;
 mod events;
+mod guard;
 mod model;
 mod routes;
 mod run;
@@ -40,8 +44,10 @@ pub use api::{PredictRequest, PredictResponse, SamplesResponse};
 pub use error::ApiError;
 pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;
-pub use routes::router;
+pub use guard::{AllowedHosts, CSP, Limits};
+pub use routes::{router, router_with};
 pub use site::SiteFiles;
+pub use assets::INDEX_HTML;
 pub use state::AppState;
 
 use crate::data_args::{DataArgs, load_data};
@@ -78,19 +84,65 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     }
     let listener = std::net::TcpListener::bind((args.host.as_str(), args.port))
         .map_err(|e| MnistError::io(format!("--host {} --port {}", args.host, args.port), e))?;
+    if let Some(warning) = exposure_warning(&args.host) {
+        eprintln!("{warning}");
+    }
     let data = load_data(&args.data, None)?;
     let data_dir = crate::data::resolve_data_dir(args.data.data_dir.as_deref(), data.kind);
     let files = SiteFiles::resolve(args.site.as_deref(), data_dir);
     eprintln!("{}", files.describe());
-    serve(listener, Arc::new(data), model, files)
+    serve(listener, Arc::new(data), model, files, AllowedHosts::with_bound(&args.host), Limits::default())
+}
+
+/// The warning for a `--host` that other machines can reach (None for loopback addresses).
+/// The server has no login: anyone who reaches it can start and stop training runs (CPU or GPU
+/// time), predict, and watch.
+pub fn exposure_warning(host: &str) -> Option<String> {
+    let ip = match host.trim().parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_loopback() => return None,
+        Ok(ip) => Some(ip),
+        Err(_) if host.trim().eq_ignore_ascii_case("localhost") => return None,
+        Err(_) => None,
+    };
+    let reach = match ip {
+        Some(ip) if ip.is_unspecified() => "every network interface of this machine".to_string(),
+        _ => format!("{host}, an address other machines may reach"),
+    };
+    let bar = "!".repeat(78);
+    Some(format!(
+        "{bar}\n!! WARNING: --host {host} listens on {reach}.\n\
+         !! This server has no login and no encryption: anyone on the network who can reach this\n\
+         !! port can start and stop training runs (your CPU or GPU time), classify images, and\n\
+         !! watch. Use it only on a network you trust; the default, 127.0.0.1, is this machine only.\n{bar}"
+    ))
 }
 
 /// Serves on `listener` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event streams
 /// end, a run in flight stops after its current batch (or GPU submission), and the call returns.
-/// `files` are the static files beside the API (`site.rs`).
+/// `files` are the static files beside the API (`site.rs`). It answers requests addressed to `hosts` (and the address they arrive on), within `limits`.
 ///
 /// Prints `listening on http://HOST:PORT/` on stdout when it is ready for the browser.
-pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<ServeModel>, files: SiteFiles) -> Result<()> {
+pub fn serve(
+    listener: std::net::TcpListener,
+    data: Arc<Mnist>,
+    model: Option<ServeModel>,
+    files: SiteFiles,
+    hosts: AllowedHosts,
+    limits: Limits,
+) -> Result<()> {
+    serve_until(listener, data, model, files, hosts, limits, shutdown_signal())
+}
+
+/// [`serve`] until `shutdown` resolves instead of until a signal (tests stop it this way).
+pub fn serve_until(
+    listener: std::net::TcpListener,
+    data: Arc<Mnist>,
+    model: Option<ServeModel>,
+    files: SiteFiles,
+    hosts: AllowedHosts,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
     let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io("the server socket", e))?;
     let io = |e| MnistError::io(format!("the server on {addr}"), e);
     listener.set_nonblocking(true).map_err(io)?;
@@ -100,14 +152,14 @@ pub fn serve(listener: std::net::TcpListener, data: Arc<Mnist>, model: Option<Se
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;
         println!("listening on http://{addr}/  (Ctrl-C stops the server)");
         let signal_state = state.clone();
-        axum::serve(listener, router(state.clone()).merge(site::routes(files)))
-            .with_graceful_shutdown(async move {
-                shutdown_signal().await;
-                eprintln!("shutting down: a training run in flight stops after its current batch");
-                signal_state.shutdown();
-            })
-            .await
-            .map_err(io)
+        let app = routes::protect(routes::api(state.clone(), limits).merge(site::routes(files)), hosts, limits);
+        connections::serve_connections(listener, app, limits, async move {
+            shutdown.await;
+            eprintln!("shutting down: a training run in flight stops after its current batch");
+            signal_state.shutdown();
+        })
+        .await;
+        Ok::<(), MnistError>(())
     })?;
     state.wait_for_run();
     Ok(())

@@ -12,6 +12,10 @@
 //! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
 //! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
 //! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
+//!
+//! Before any handler, `guard.rs` checks `Host` (421) and, on POSTs, `Origin` (403), bounds
+//! the request's time (408), caps event streams and predictions in flight (503), and adds the
+//! security headers to every answer.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,6 +25,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
@@ -34,26 +39,47 @@ use super::assets;
 use super::error::ApiError;
 use super::events::{Published, Snapshot};
 use super::run;
+use super::guard::{AllowedHosts, Cap, Guard, Limits, guard, limit};
 use super::state::AppState;
 
 /// The largest request body accepted: a 1024x1024 drawing as JSON numbers ("255," is 4 bytes).
 pub const BODY_LIMIT: usize = 5 << 20;
 
-/// All routes, with `state` shared by the handlers.
+/// All routes, with `state` shared by the handlers, answering to the loopback names only, with
+/// the default [`Limits`].
 pub fn router(state: AppState) -> Router {
+    router_with(state, AllowedHosts::default(), Limits::default())
+}
+
+/// All routes, answering to `hosts`, with `limits` on event streams, predictions and request
+/// time (see `guard.rs`).
+pub fn router_with(state: AppState, hosts: AllowedHosts, limits: Limits) -> Router {
+    protect(api(state, limits), hosts, limits)
+}
+
+/// The routes without the guard (see [`protect`]), with the caps of `limits`.
+pub(crate) fn api(state: AppState, limits: Limits) -> Router {
+    let streams = Cap::new(limits.max_event_streams, "open event streams", "close some of this server's pages or tabs");
+    let predictions = Cap::new(limits.max_predictions, "predictions in progress", "try again in a moment");
     Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::app_js))
         .route("/style.css", get(assets::style_css))
         .route("/api/status", get(status))
-        .route("/api/events", get(events))
+        .route("/api/events", get(events).layer(middleware::from_fn_with_state(streams, limit)))
         .route("/api/samples", get(samples))
         .route("/api/train", post(train))
         .route("/api/stop", post(stop))
-        .route("/api/predict", post(predict))
+        .route("/api/predict", post(predict).layer(middleware::from_fn_with_state(predictions, limit)))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
+}
+
+/// `app` behind the guard: the `Host` and `Origin` checks, the request timeout and the
+/// security headers, on every route of `app` (the server puts the site's files there too).
+pub(crate) fn protect(app: Router, hosts: AllowedHosts, limits: Limits) -> Router {
+    app.layer(middleware::from_fn_with_state(Arc::new(Guard { hosts, limits }), guard))
 }
 
 async fn not_found() -> ApiError {
