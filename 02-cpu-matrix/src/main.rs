@@ -46,8 +46,9 @@ struct Args {
     /// Target time spent repeating each measurement, in milliseconds.
     #[arg(long, default_value_t = 400)]
     budget_ms: u64,
-    /// Fewest timed runs per measurement (the median of these is reported).
-    #[arg(long, default_value_t = 3)]
+    /// Fewest timed runs per measurement (the median of these is reported), 1 to 200 (the
+    /// most runs a measurement makes).
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_REPS as u64))]
     min_reps: usize,
     /// Clock in GHz for the computed peak (default: measured with an FMA-only loop).
     #[arg(long, value_parser = positive)]
@@ -70,6 +71,9 @@ fn positive(s: &str) -> Result<f64, String> {
         Err(e) => Err(format!("{s:?}: {e}")),
     }
 }
+
+/// The most timed runs one measurement makes.
+const MAX_REPS: usize = 200;
 
 /// Largest `--sizes` value accepted.
 const MAX_SIZE: usize = 16384;
@@ -125,7 +129,7 @@ fn time(kernel: CpuKernel, s: &Shape, a: &Matrix, b: &Matrix, out: &mut Matrix, 
         start.elapsed().as_secs_f64()
     };
     let first = run(out);
-    let reps = ((args.budget_ms as f64 / 1e3 / first) as usize).clamp(args.min_reps.max(1), 200);
+    let reps = ((args.budget_ms as f64 / 1e3 / first) as usize).clamp(args.min_reps.clamp(1, MAX_REPS), MAX_REPS);
     let mut times: Vec<f64> = (0..reps).map(|_| run(out)).collect();
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
@@ -175,10 +179,7 @@ fn library_single_threaded(args: &Args) -> Result<HashMap<usize, f64>, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.library_child {
-        library_child(&args);
-        return ExitCode::SUCCESS;
-    }
+    // Checked before the child's work too: `--library-child --sizes 0` is refused like the rest.
     let kernels = match check_args(&args) {
         Ok(kernels) => kernels,
         Err(e) => {
@@ -186,6 +187,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if args.library_child {
+        library_child(&args);
+        return ExitCode::SUCCESS;
+    }
     let threads = Threads::set_up(&args);
     let p = print_machine(&args, &threads);
 

@@ -42,11 +42,12 @@ struct Args {
     /// software adapter, 1024,2048,4096 on a GPU.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
     sizes: Vec<(usize, usize, usize)>,
-    /// Timed repetitions per kernel (median reported). Default: 3 on a software adapter, 20 on a GPU.
-    #[arg(long)]
+    /// Timed repetitions per kernel (median reported), 1 to 10000. Default: 3 on a software
+    /// adapter, 20 on a GPU.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     reps: Option<usize>,
-    /// Untimed runs before timing.
-    #[arg(long, default_value_t = 2)]
+    /// Untimed runs before timing, 0 to 10000.
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=10_000))]
     warmup: usize,
     /// Also time A^T * B and A * B^T (for the kernels that run; with --tune, tune each).
     #[arg(long)]

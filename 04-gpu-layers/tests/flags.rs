@@ -1,0 +1,64 @@
+//! Every flag of the `gpu-layers` runner at its boundaries: each value runs, or is refused with a
+//! message naming the flag (exit code 2 from the parser, 1 from the runner); none panics. The
+//! runs are tiny so the table takes seconds on the software adapter.
+//!
+//! Valid values that only cost time are not run: `--xor-steps 1000000`, `--steps 100000`, `--reps 1000`.
+
+use std::process::Command;
+
+/// What a run must do.
+#[derive(Debug, Clone, Copy)]
+enum Want {
+    /// Exit 0.
+    Runs,
+    /// Exit with this code and this text on stderr.
+    Refused(i32, &'static str),
+    /// Depends on the device's limits: exit 0, or exit 1 with this text on stderr.
+    RunsOrRefused(&'static str),
+}
+use Want::{Refused, Runs, RunsOrRefused};
+
+/// Small, fast defaults, flag by flag; a case that sets a flag replaces its default.
+const BASE: &[&[&str]] = &[&["--xor-steps", "1"], &["--spiral-epochs", "1"], &["--spiral-points", "2"], &["--steps", "1"], &["--batch", "1"], &["--hidden", "1"], &["--reps", "1"], &["--chunk", "1"]];
+
+#[test]
+fn boundary_values_of_every_flag() {
+    let cases: &[(&[&str], Want)] = &[
+        (&[], Runs),
+        (&["--xor-steps", "0"], Refused(2, "--xor-steps")),
+        (&["--xor-steps", "1000001"], Refused(2, "--xor-steps")),
+        (&["--spiral-epochs", "0"], Refused(2, "--spiral-epochs")),
+        (&["--spiral-points", "1"], Refused(2, "--spiral-points")),
+        (&["--spiral-points", "4294967296"], Refused(2, "--spiral-points")),
+        (&["--bench-only"], Runs),
+        (&["--bench-only", "--steps", "0"], Refused(2, "--steps")),
+        (&["--bench-only", "--batch", "0"], Refused(2, "--batch")),
+        (&["--bench-only", "--batch", "65537"], Refused(2, "--batch")),
+        (&["--bench-only", "--batch", "65536"], RunsOrRefused("error:")),
+        (&["--bench-only", "--hidden", "0"], Refused(2, "--hidden")),
+        (&["--bench-only", "--hidden", "65536"], RunsOrRefused("error:")),
+        (&["--bench-only", "--hidden", "65536", "--batch", "65536"], RunsOrRefused("error:")),
+        (&["--bench-only", "--reps", "0"], Refused(2, "--reps")),
+        (&["--bench-only", "--reps", "1001"], Refused(2, "--reps")),
+        (&["--bench-only", "--chunk", "0"], Refused(2, "--chunk")),
+        (&["--bench-only", "--chunk", "100000"], Runs),
+        (&["--bench-only", "--chunk", "100001"], Refused(2, "--chunk")),
+    ];
+    let mut failures = Vec::new();
+    for (flags, want) in cases {
+        let set: Vec<&str> = flags.iter().filter_map(|f| f.strip_prefix("--")).map(|f| f.split('=').next().unwrap_or(f)).collect();
+        let base = BASE.iter().filter(|g| !g[0].strip_prefix("--").is_some_and(|f| set.contains(&f))).flat_map(|g| g.iter());
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-layers")).args(base).args(*flags).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let ok = match want {
+            _ if err.contains("panicked") => false,
+            Runs => out.status.success(),
+            Refused(code, needle) => out.status.code() == Some(*code) && err.contains(needle),
+            RunsOrRefused(needle) => out.status.success() || (out.status.code() == Some(1) && err.contains(needle)),
+        };
+        if !ok {
+            failures.push(format!("{flags:?}: wanted {want:?}, got {:?}: {}", out.status.code(), err.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
