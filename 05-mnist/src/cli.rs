@@ -220,9 +220,15 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     let cfg = args.config();
     cfg.validate()?;
     let spec = cfg.spec()?;
-    // Check the output paths before spending minutes training.
-    for path in [&args.metrics, &args.save, &args.plot].into_iter().flatten() {
-        check_writable(path)?;
+    // Check the output paths before spending minutes training: each must be a file name (not a
+    // folder) in a folder that exists and takes new files, and no two may be the same file.
+    let outputs = [("--save", &args.save), ("--metrics", &args.metrics), ("--plot", &args.plot)];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        let Some(path) = path else { continue };
+        check_writable(flag, path)?;
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.as_ref() == Some(path)) {
+            return Err(MnistError::InvalidArgument(format!("{other} and {flag} name the same file {}", path.display())));
+        }
     }
     if let Some(path) = &args.plot {
         plot::check_plot_path(path)?;
@@ -305,17 +311,13 @@ fn run_train(args: &TrainArgs) -> Result<()> {
             100.0 * last.test_acc
         );
     }
-    if let Some(path) = &args.metrics {
-        write_metrics(path, &outcome.history)?;
-        eprintln!("metrics: {}", path.display());
-    }
-    if let Some(path) = &args.save {
-        save_model(path, &outcome.model)?;
-        eprintln!("model: {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        plot::plot_history(path, &outcome.history)?;
-        eprintln!("plot: {}", path.display());
+    let outputs = Outputs { save: args.save.as_deref(), metrics: args.metrics.as_deref(), plot: args.plot.as_deref() };
+    let mut failures = write_outputs(&outputs, &outcome.model, &outcome.history);
+    if let Some(last) = failures.pop() {
+        for e in &failures {
+            eprintln!("error: {e}");
+        }
+        return Err(last);
     }
     if args.preview > 0 {
         let mut classifier = outcome.model.classifier()?;
@@ -347,13 +349,49 @@ pub fn preview(
     Ok(format!("\n{}", render_grid(&items, names, per_row_for(terminal_columns(), &items, names))))
 }
 
-/// Fails early when `path`'s folder does not exist (better now than after training).
-fn check_writable(path: &Path) -> Result<()> {
+/// Fails early (better now than after training) when `path` is a folder, or its folder does
+/// not exist or does not take new files (checked by creating and deleting a temporary file).
+fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(MnistError::InvalidArgument(format!("{flag} {}: that is a folder; give a file name in it", path.display())));
+    }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
-        return Err(MnistError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, format!("the folder {} does not exist", dir.display()))));
+        return Err(MnistError::InvalidArgument(format!(
+            "{flag} {}: the folder {} does not exist; create it first",
+            path.display(),
+            dir.display()
+        )));
     }
+    tempfile::Builder::new().prefix(".check-").tempfile_in(dir).map_err(|e| MnistError::io(dir, e))?;
     Ok(())
+}
+
+/// The files a run writes when it ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outputs<'a> {
+    pub save: Option<&'a Path>,
+    pub metrics: Option<&'a Path>,
+    pub plot: Option<&'a Path>,
+}
+
+/// Writes the model first (the one output that cannot be made again without training again),
+/// then the metrics, then the plot, each atomically, saying where each went. A failure of one
+/// never prevents the others: the failures are returned, in that order.
+pub fn write_outputs(out: &Outputs<'_>, model: &crate::model_io::Model, history: &[crate::metrics::EpochMetrics]) -> Vec<MnistError> {
+    let mut failures = Vec::new();
+    let mut write = |what: &str, path: Option<&Path>, f: &dyn Fn(&Path) -> Result<()>| {
+        if let Some(path) = path {
+            match f(path) {
+                Ok(()) => eprintln!("{what}: {}", path.display()),
+                Err(e) => failures.push(e),
+            }
+        }
+    };
+    write("model", out.save, &|p| save_model(p, model));
+    write("metrics", out.metrics, &|p| write_metrics(p, history));
+    write("plot", out.plot, &|p| plot::plot_history(p, history));
+    failures
 }
 
 fn run_eval(args: &EvalArgs) -> Result<()> {
@@ -448,6 +486,44 @@ mod tests {
         // Parsed, but not an MNIST network: refused before any data is read, naming the flag.
         let cli = Cli::try_parse_from(["mnist", "--layers", "784-128-relu-9"]).unwrap();
         assert!(cli.train.config().validate().unwrap_err().to_string().contains("--layers"));
+    }
+
+    #[test]
+    fn one_failing_output_does_not_prevent_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = gpu_layers::NetworkSpec::new(784, &[4], 10).unwrap();
+        let model = crate::model_io::Model::new(spec.clone(), spec.init_parameters(1)).unwrap();
+        let history = vec![crate::metrics::EpochMetrics {
+            epoch: 1,
+            train_loss: 0.5,
+            train_acc: 0.8,
+            test_loss: 0.4,
+            test_acc: 0.85,
+            seconds: 1.0,
+            images_per_sec: 1000.0,
+        }];
+        // The metrics go into a folder that is not there (as if deleted during training).
+        let (save, metrics, plot) = (dir.path().join("m.safetensors"), dir.path().join("gone/m.jsonl"), dir.path().join("p.png"));
+        let out = Outputs { save: Some(&save), metrics: Some(&metrics), plot: Some(&plot) };
+        let failures = write_outputs(&out, &model, &history);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].to_string().contains("gone"), "{}", failures[0]);
+        assert_eq!(crate::model_io::load_model(&save).unwrap(), model);
+        assert!(std::fs::read(&plot).unwrap().starts_with(b"\x89PNG"));
+        // No temporary files are left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn output_paths_are_checked_before_training() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_writable("--metrics", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("--metrics") && err.contains("that is a folder"), "{err}");
+        let err = check_writable("--save", &dir.path().join("no/such/m.safetensors")).unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+        check_writable("--save", &dir.path().join("m.safetensors")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the check leaves nothing behind");
     }
 
     #[test]

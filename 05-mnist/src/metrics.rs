@@ -1,7 +1,6 @@
 //! What training reports: one [`EpochMetrics`] per epoch (printed, written as JSON lines,
 //! plotted), and the [`Confusion`] matrix that `eval` prints.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -61,8 +60,8 @@ pub fn write_metrics(path: &Path, history: &[EpochMetrics]) -> Result<()> {
         serde_json::to_writer(&mut text, m).map_err(|e| MnistError::io(path, e.into()))?;
         text.push(b'\n');
     }
-    let mut f = std::fs::File::create(path).map_err(|e| MnistError::io(path, e))?;
-    f.write_all(&text).map_err(|e| MnistError::io(path, e))
+    // Atomically, like the model: an interrupted write never leaves half a file.
+    crate::download::write_atomically(path, &text)
 }
 
 /// `counts[true][predicted]`: how often digit `true` was read as `predicted`.

@@ -22,7 +22,8 @@ pub fn check_plot_path(path: &Path) -> Result<()> {
 }
 
 /// Draws train/test loss (left) and accuracy (right) per epoch into `path`: `.svg` gives an
-/// SVG, `.png` a PNG.
+/// SVG, `.png` a PNG. The picture is drawn in memory and written atomically (a temporary file
+/// and a rename), so an interrupted write never leaves half a plot.
 pub fn plot_history(path: &Path, history: &[EpochMetrics]) -> Result<()> {
     check_plot_path(path)?;
     if history.is_empty() {
@@ -31,14 +32,26 @@ pub fn plot_history(path: &Path, history: &[EpochMetrics]) -> Result<()> {
     common::register_fonts();
     let size = (1100, 450);
     let svg = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    let result = if svg {
-        let root = SVGBackend::new(path, size).into_drawing_area();
-        draw(&root, history).and_then(|_| root.present().map_err(|e| e.to_string()))
+    let plot_error = |e: String| MnistError::Plot(format!("{}: {e}", path.display()));
+    let bytes = if svg {
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
+            draw(&root, history).and_then(|_| root.present().map_err(|e| e.to_string())).map_err(plot_error)?;
+        }
+        text.into_bytes()
     } else {
-        let root = BitMapBackend::new(path, size).into_drawing_area();
-        draw(&root, history).and_then(|_| root.present().map_err(|e| e.to_string()))
+        let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+            draw(&root, history).and_then(|_| root.present().map_err(|e| e.to_string())).map_err(plot_error)?;
+        }
+        let img = image::RgbImage::from_raw(size.0, size.1, rgb).ok_or_else(|| plot_error("the picture has the wrong size".into()))?;
+        let mut png = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| plot_error(e.to_string()))?;
+        png
     };
-    result.map_err(|e| MnistError::Plot(format!("{}: {e}", path.display())))
+    crate::download::write_atomically(path, &bytes)
 }
 
 /// One curve: its legend, the value it plots, its colour.

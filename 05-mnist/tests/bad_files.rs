@@ -115,3 +115,23 @@ fn a_model_whose_outputs_overflow_is_named_not_trusted() {
     let (out, took) = mnist_limited(&["predict", "--model", &model, digit.to_str().unwrap()]);
     fails_with(&out, took, "the model cannot classify");
 }
+
+#[test]
+fn a_folder_as_an_output_is_refused_before_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.safetensors");
+    let data = support::mnist_dir();
+    let (out, took) = mnist_limited(&[
+        "train", "--device", "cpu", "--epochs", "1", "--limit-train", "500", "--limit-test", "100", "--preview", "0",
+        "--data-dir", data.to_str().unwrap(), "--save", model.to_str().unwrap(), "--metrics", dir.path().to_str().unwrap(),
+    ]);
+    fails_with(&out, took, "--metrics");
+    fails_with(&out, took, "that is a folder");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("epoch 1/1"), "it trained first");
+    // Two outputs naming one file.
+    let (out, took) = mnist_limited(&[
+        "train", "--device", "cpu", "--epochs", "1", "--data-dir", data.to_str().unwrap(),
+        "--save", model.to_str().unwrap(), "--metrics", model.to_str().unwrap(),
+    ]);
+    fails_with(&out, took, "--save and --metrics name the same file");
+}

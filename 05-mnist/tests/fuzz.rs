@@ -195,8 +195,8 @@ fn check_model(bytes: &[u8]) -> Result<(), TestCaseError> {
     let (result, peak) = peak_of(|| read_model_bytes(bytes).and_then(|b| parse_model(&b)));
     prop_assert!(peak <= MODEL_FACTOR * bytes.len() + MODEL_SLACK, "{peak} bytes allocated for {} bytes of input", bytes.len());
     if let Ok(m) = result {
-        prop_assert_eq!(m.spec.input, PIXELS);
-        prop_assert_eq!(m.spec.output, CLASSES);
+        prop_assert_eq!(m.spec.input(), PIXELS);
+        prop_assert_eq!(m.spec.output(), CLASSES);
         prop_assert!(m.params.iter().all(|p| p.data.iter().all(|v| v.is_finite())));
         let expected: usize = m.spec.layer_shapes().iter().map(|&(i, o)| (i + 1) * o).sum();
         prop_assert_eq!(m.params.iter().map(|p| p.data.len()).sum::<usize>(), expected);

@@ -18,6 +18,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use gpu_layers::NetworkSpec;
 use mnist::data::{CLASSES, Dataset, Mnist, PIXELS};
+use mnist::datasets::DatasetKind;
 use mnist::model_io::Model;
 use mnist::serve::{AppState, ServeModel, router};
 use proptest::prelude::*;
@@ -41,7 +42,7 @@ fn app() -> &'static (tokio::runtime::Runtime, Router) {
         };
         let spec = NetworkSpec::new(PIXELS, &[8], CLASSES).unwrap();
         let model = ServeModel::new(Model::new(spec.clone(), spec.init_parameters(1)).unwrap(), "test").unwrap();
-        let state = AppState::new(Arc::new(Mnist { train: set(32), test: set(8) }), Some(model));
+        let state = AppState::new(Arc::new(Mnist { train: set(32), test: set(8), kind: DatasetKind::Mnist }), Some(model));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         (runtime, router(state))
     })

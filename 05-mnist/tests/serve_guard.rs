@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, Request, StatusCode, header};
 use futures_util::future::join_all;
 use gpu_layers::NetworkSpec;
 use mnist::data::{CLASSES, Dataset, Mnist, PIXELS};
+use mnist::datasets::DatasetKind;
 use mnist::model_io::Model;
 use mnist::serve::{AllowedHosts, AppState, CSP, Limits, ServeModel, router, router_with, serve_until};
 use serde_json::{Value, json};
@@ -29,7 +30,7 @@ fn tiny_data() -> Arc<Mnist> {
         let images = (0..n * PIXELS).map(|i| (i * 37 % 256) as u8).collect();
         Dataset::new(images, (0..n).map(|i| (i % 10) as u8).collect()).unwrap()
     };
-    Arc::new(Mnist { train: set(16), test: set(8) })
+    Arc::new(Mnist { train: set(16), test: set(8), kind: DatasetKind::Mnist })
 }
 
 fn tiny_model() -> ServeModel {
