@@ -30,6 +30,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
+    check_memory(spec, batch.max(1), available_memory())?;
     let mut net = trainer(spec, cfg, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
@@ -71,6 +72,39 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: false })
 }
 
+/// Bytes the CPU trainer needs, estimated from above: four copies of the parameters (weights,
+/// gradients, Adam's two moments) and, per row of the batch, six f32 values per layer output
+/// (the output, its activation, their gradients, a dropout mask) plus the input row twice.
+pub fn cpu_memory_estimate(spec: &NetworkSpec, batch: usize) -> u128 {
+    let params = spec.parameter_count() as u128 * 4 * 4;
+    let per_row: u128 = spec.layer_shapes().iter().map(|&(_, o)| o as u128 * 6).sum::<u128>() + 2 * PIXELS as u128;
+    params + batch as u128 * per_row * 4
+}
+
+/// Memory the OS can give this process now (`MemAvailable` in /proc/meminfo), where known.
+pub fn available_memory() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses a configuration whose estimate is over `available` (a failed allocation would abort
+/// the process), with the estimate, the limit and what to change.
+pub fn check_memory(spec: &NetworkSpec, batch: usize, available: Option<u128>) -> Result<()> {
+    let need = cpu_memory_estimate(spec, batch);
+    match available {
+        Some(limit) if need > limit => Err(crate::MnistError::InvalidArgument(format!(
+            "--device cpu: {} at batch {batch} needs about {:.1} GiB of memory, more than the {:.1} GiB available; \
+             use a smaller --batch-size or narrower layers",
+            spec.describe(),
+            need as f64 / (1u64 << 30) as f64,
+            limit as f64 / (1u64 << 30) as f64
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn evaluate_cpu(net: &mut CpuTrainer, test: &Dataset, batch: usize, epoch: usize, cfg: &TrainConfig) -> Result<Sums> {
     let order: Vec<u32> = (0..test.len() as u32).collect();
     let mut first = 0;
@@ -84,4 +118,20 @@ fn evaluate_cpu(net: &mut CpuTrainer, test: &Dataset, batch: usize, epoch: usize
     let mut sums = Sums::default();
     sums.add(checked(net.take_metrics(), epoch, test.len().div_ceil(batch), cfg)?);
     Ok(sums)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_over_the_memory_are_refused_with_the_estimate() {
+        let small = NetworkSpec::new(PIXELS, &[128], 10).unwrap();
+        check_memory(&small, 64, Some(1 << 30)).unwrap();
+        check_memory(&small, 64, None).unwrap();
+        let huge = NetworkSpec::new(PIXELS, &[300_000], 10).unwrap();
+        // 60,000 rows x 300,010 outputs x 6 values x 4 bytes, and the parameters: about 406 GiB.
+        let err = check_memory(&huge, 60_000, Some(16 << 30)).unwrap_err().to_string();
+        assert!(err.contains("needs about 406.2 GiB") && err.contains("16.0 GiB available") && err.contains("--batch-size"), "{err}");
+    }
 }
