@@ -21,7 +21,7 @@ use gpu_layers::NetworkSpec;
 use mnist::data::{CLASSES, Dataset, Mnist, PIXELS};
 use mnist::datasets::DatasetKind;
 use mnist::model_io::Model;
-use mnist::serve::{AllowedHosts, AppState, CSP, Limits, ServeModel, router, router_with, serve_until};
+use mnist::serve::{AllowedHosts, AppState, CSP, Limits, ServeModel, SiteFiles, router, router_with, serve_until};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -184,7 +184,8 @@ impl Server {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            serve_until(listener, tiny_data(), None, AllowedHosts::default(), limits, shutdown).unwrap();
+            let files = SiteFiles { site: None, data_dir: std::env::temp_dir() };
+            serve_until(listener, tiny_data(), None, files, AllowedHosts::default(), limits, shutdown).unwrap();
         });
         Server { addr, stop: Some(stop), thread: Some(thread) }
     }

@@ -25,7 +25,7 @@ async fn the_page_and_its_files_are_served() {
     let (_, app) = app();
     for (path, ctype, needle) in [
         ("/", "text/html; charset=utf-8", "<canvas id=\"pad\""),
-        ("/app.js", "text/javascript; charset=utf-8", "new EventSource(\"/api/events\")"),
+        ("/app.js", "text/javascript; charset=utf-8", "new EventSource(\"api/events\")"),
         ("/style.css", "text/css; charset=utf-8", "#pad"),
     ] {
         let (status, got, body) = send(&app, Request::get(path).body(Body::empty()).unwrap()).await;
