@@ -1,13 +1,16 @@
 //! The crossover analysis: from which size the GPU beats the CPU, with and without transfers.
 //!
 //! A function's side comes from its name, which every bench here follows:
-//! `cpu*` runs on the CPU; `gpu*_e2e` is the GPU end to end (upload + kernels + download);
-//! any other `gpu*` is the GPU's kernels alone, with the data already on the device.
+//! `cpu*` runs on the CPU; `gpu*_fast_e2e` and `gpu*_mapped_e2e` are the GPU end to end
+//! (upload + kernels + download) through the fast transfers (`common::Transfer`); any other
+//! `gpu*_e2e` is the GPU end to end through the simple ones (`Queue::write_buffer` up, one
+//! staging buffer read back by one thread); any other `gpu*` is the GPU's kernels alone, with
+//! the data already on the device.
 //!
 //! Adding a series needs no change here or in the report and plots: a bench that also
-//! measures, say, `gpu_best_pinned_e2e` gets a column in the tables, a dashed curve of its own
-//! in the plot, a verdict line of its own, and counts in the "with transfers" verdict, which
-//! takes the fastest function of each side at each size.
+//! measures, say, `gpu_tiled_fast_e2e` gets a column in the tables, a curve of its own in the
+//! plot, a verdict line of its own, and counts in its side's verdict, which takes the fastest
+//! function of each side at each size.
 //!
 //! At each size the GPU is compared with the best CPU function measured at that size. The
 //! GPU "wins from" the smallest measured size at which it is faster and stays faster at every
@@ -19,6 +22,8 @@ use std::fmt::Write as _;
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use crate::results::{self, Measurement, Note, ResultsError, Throughput};
 
 /// Which side of the comparison a function is on.
@@ -27,20 +32,30 @@ pub enum Side {
     Cpu,
     /// GPU kernels only: inputs already on the device, results left there.
     GpuKernel,
-    /// GPU end to end: upload, kernels, download.
+    /// GPU end to end through the simple transfers: `Queue::write_buffer` up, one `MAP_READ`
+    /// staging buffer copied out by one thread down (the tutorial's first version).
     GpuE2e,
+    /// GPU end to end through the fast transfers (`common::Transfer`: reused mapped staging
+    /// buffers, chunks, several threads).
+    GpuFastE2e,
 }
+
+/// The name endings of the end-to-end functions that use the fast transfers: `_fast_e2e`
+/// copies the result into the caller's slice, `_mapped_e2e` reads it in the mapped staging
+/// memory (stage 01's paths 2 and 3).
+pub const FAST_E2E_SUFFIXES: [&str; 2] = ["_fast_e2e", "_mapped_e2e"];
 
 impl Side {
     /// The GPU sides, in report order.
-    pub const GPU: [Side; 2] = [Side::GpuKernel, Side::GpuE2e];
+    pub const GPU: [Side; 3] = [Side::GpuKernel, Side::GpuE2e, Side::GpuFastE2e];
 
     /// How the report names the side.
     pub fn label(self) -> &'static str {
         match self {
             Side::Cpu => "CPU",
             Side::GpuKernel => "kernels only",
-            Side::GpuE2e => "with transfers",
+            Side::GpuE2e => "with simple transfers",
+            Side::GpuFastE2e => "with fast transfers",
         }
     }
 
@@ -49,7 +64,13 @@ impl Side {
         if function.starts_with("cpu") {
             Some(Side::Cpu)
         } else if function.starts_with("gpu") {
-            Some(if function.ends_with("_e2e") { Side::GpuE2e } else { Side::GpuKernel })
+            Some(if FAST_E2E_SUFFIXES.iter().any(|s| function.ends_with(s)) {
+                Side::GpuFastE2e
+            } else if function.ends_with("_e2e") {
+                Side::GpuE2e
+            } else {
+                Side::GpuKernel
+            })
         } else {
             None
         }
@@ -64,8 +85,8 @@ pub struct Curve {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Where the GPU overtakes the CPU.
-#[derive(Debug, Clone, PartialEq)]
+/// Where the GPU overtakes the CPU (saved as such in `results.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Crossover {
     /// The GPU is faster at every size both sides measured.
     Always { from: f64 },
@@ -431,6 +452,11 @@ mod tests {
         assert_eq!(Side::of("gpu_tiled_kernel"), Some(Side::GpuKernel));
         assert_eq!(Side::of("gpu_kernels"), Some(Side::GpuKernel));
         assert_eq!(Side::of("gpu_best_e2e"), Some(Side::GpuE2e));
+        assert_eq!(Side::of("gpu_e2e"), Some(Side::GpuE2e));
+        assert_eq!(Side::of("gpu_best_fast_e2e"), Some(Side::GpuFastE2e));
+        assert_eq!(Side::of("gpu_mapped_e2e"), Some(Side::GpuFastE2e));
+        // Only the ending decides: a kernel named "fast" is still a kernel.
+        assert_eq!(Side::of("gpu_fast_kernel"), Some(Side::GpuKernel));
         assert_eq!(Side::of("matrixmultiply"), None);
     }
 
@@ -470,7 +496,8 @@ mod tests {
     }
 
     /// A synthetic matmul sweep: the CPU grows as n^3, the GPU kernel has a fixed cost plus
-    /// a faster n^3 term, and transfers add an n^2 term.
+    /// a faster n^3 term, and transfers add an n^2 term (the fast ones a smaller fixed cost
+    /// and a sixth of the per-element one).
     fn synthetic(dir: &std::path::Path) {
         for n in [16u64, 32, 64, 128, 256, 512] {
             let n3 = (n * n * n) as f64;
@@ -480,10 +507,12 @@ mod tests {
             fixture::write(dir, "matmul", "cpu_naive", &p, n3 * 1.0, false, &flops);
             fixture::write(dir, "matmul", "gpu_best_kernel", &p, 20_000.0 + n3 * 0.01, false, &flops);
             fixture::write(dir, "matmul", "gpu_best_e2e", &p, 100_000.0 + n3 * 0.01 + (n * n) as f64 * 30.0, false, &flops);
+            fixture::write(dir, "matmul", "gpu_best_fast_e2e", &p, 30_000.0 + n3 * 0.01 + (n * n) as f64 * 5.0, false, &flops);
         }
         fixture::write(dir, "matmul_mnist", "cpu_best", "64x784x128", 1e6, false, r#"{"Elements":12845056}"#);
         fixture::write(dir, "matmul_mnist", "gpu_best_kernel", "64x784x128", 2e5, false, r#"{"Elements":12845056}"#);
         fixture::write(dir, "matmul_mnist", "gpu_best_e2e", "64x784x128", 3e6, false, r#"{"Elements":12845056}"#);
+        fixture::write(dir, "matmul_mnist", "gpu_best_fast_e2e", "64x784x128", 5e5, false, r#"{"Elements":12845056}"#);
     }
 
     #[test]
@@ -498,24 +527,34 @@ mod tests {
         let mm = &ops[0];
         assert!(mm.numeric);
         let order: Vec<&str> = mm.functions.iter().map(|(f, _)| f.as_str()).collect();
-        assert_eq!(order, ["cpu_best", "cpu_naive", "gpu_best_kernel", "gpu_best_e2e"]);
+        assert_eq!(order, ["cpu_best", "cpu_naive", "gpu_best_kernel", "gpu_best_e2e", "gpu_best_fast_e2e"]);
         assert_eq!(mm.params, ["16", "32", "64", "128", "256", "512"]);
         // Kernel only: 0.1 n^3 > 20000 + 0.01 n^3 from n^3 > 222,222 (n > 60.6): wins from 64.
-        // With transfers: 0.09 n^3 > 1e5 + 30 n^2: n = 512 wins (1.2e7 > 7.9e6 + 1e5), 256 loses.
+        // Simple transfers: 0.09 n^3 > 1e5 + 30 n^2: n = 512 wins (1.2e7 > 7.9e6 + 1e5), 256 loses.
+        // Fast transfers: 0.09 n^3 > 3e4 + 5 n^2: n = 128 wins (188743 > 111920), 64 loses.
         let cross = mm.crossovers();
         assert!(matches!(cross[0].1, Crossover::From { from: 64.0, before: 32.0, .. }), "{cross:?}");
         assert!(matches!(cross[1].1, Crossover::From { from: 512.0, before: 256.0, .. }), "{cross:?}");
-        assert!(cross[0].0.contains("kernels only") && cross[1].0.contains("with transfers"));
+        assert!(matches!(cross[2].1, Crossover::From { from: 128.0, before: 64.0, .. }), "{cross:?}");
+        assert_eq!(cross[0].0, "GPU, kernels only (best of gpu_best_kernel)");
+        assert_eq!(cross[1].0, "GPU, with simple transfers (best of gpu_best_e2e)");
+        assert_eq!(cross[2].0, "GPU, with fast transfers (best of gpu_best_fast_e2e)");
+        // Then each GPU function on its own.
+        let each: Vec<&str> = cross[3..].iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(each, ["gpu_best_kernel", "gpu_best_e2e", "gpu_best_fast_e2e"]);
 
         let text = report(&ops);
         assert!(text.contains("Test GPU"), "{text}");
         assert!(text.contains("wins from n = 64"), "{text}");
         assert!(text.contains("wins from n = 512"), "{text}");
+        assert!(text.contains("- GPU, with fast transfers (best of gpu_best_fast_e2e): wins from n = 128 (loses at 64;"), "{text}");
         // 2 * 512^3 FLOP in 0.1 * 512^3 ns = 20 GFLOP/s for cpu_best at 512.
         assert!(text.contains("| 512 | 13.4 ms (20.0) |"), "{text}");
         // The shape table: GPU kernels win (5x), GPU with transfers loses (0.33x).
         assert!(text.contains("kernels only: GPU wins (gpu_best_kernel 200 µs vs cpu_best 1.00 ms, 5.00x)"), "{text}");
-        assert!(text.contains("with transfers: CPU wins"), "{text}");
+        // With the simple transfers it loses (0.33x), with the fast ones it wins (2x).
+        assert!(text.contains("with simple transfers: CPU wins (gpu_best_e2e 3.00 ms vs cpu_best 1.00 ms, 0.33x)"), "{text}");
+        assert!(text.contains("with fast transfers: GPU wins (gpu_best_fast_e2e 500 µs vs cpu_best 1.00 ms, 2.00x)"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -536,12 +575,12 @@ mod tests {
         assert_eq!(mm.params, ["16"]);
         assert_eq!((mm.adapter.as_str(), mm.cpu.as_str()), ("Other GPU", "Other CPU"));
         assert_eq!(mm.crossovers()[0].1, Crossover::Always { from: 16.0 });
-        assert_eq!(stale.len(), 4 * 6 - 2);
+        assert_eq!(stale.len(), 5 * 6 - 2);
         assert!(stale.iter().all(|m| m.group == "matmul"));
         // matmul_mnist has no note of its own: titled from the global one, nothing left out.
         let shapes = ops.iter().find(|o| o.group == "matmul_mnist").unwrap();
         assert_eq!(shapes.adapter, "Last GPU");
-        assert_eq!(shapes.cells.len(), 3);
+        assert_eq!(shapes.cells.len(), 4);
 
         let (ops, stale) = from_dir(&dir, true).unwrap();
         assert!(stale.is_empty());

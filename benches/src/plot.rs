@@ -1,8 +1,9 @@
 //! One plot (SVG or PNG) per operation: time per iteration against size, log-log, every function a curve.
 //!
 //! CPU curves are blue, cyan, green and solid; each GPU variant gets a warm colour, solid for
-//! its kernels alone and dashed with the transfers, so "with" and "without" read apart at a
-//! glance.
+//! its kernels alone, dashed with the simple transfers and dotted (triangles) with the fast
+//! ones (short dashes and crosses for the fast upload with a read in mapped memory), so
+//! "without", "with" and "with the fast path" read apart at a glance.
 //! Where two curves cross is where one side starts to win. The title names the GPU adapter
 //! and the CPU that produced the numbers.
 
@@ -12,7 +13,7 @@ use plotters::element::DashedPathElement;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::crossover::{Operation, Side, fmt_size, fmt_time};
+use crate::crossover::{FAST_E2E_SUFFIXES, Operation, Side, fmt_size, fmt_time};
 
 const CPU_COLORS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(23, 190, 207), RGBColor(44, 160, 44), RGBColor(127, 127, 127)];
 const GPU_COLORS: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(148, 103, 189), RGBColor(255, 127, 14), RGBColor(140, 86, 75)];
@@ -81,20 +82,26 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation) -> Dra
         let style = color.stroke_width(2);
         let label = match c.side {
             Side::Cpu => format!("{} (CPU)", c.function),
-            Side::GpuKernel => format!("{} (GPU, kernels only)", c.function),
-            Side::GpuE2e => format!("{} (GPU, with transfers)", c.function),
+            side => format!("{} (GPU, {})", c.function, side.label()),
         };
-        let dashed = c.side == Side::GpuE2e;
-        let anno = if dashed {
-            chart.draw_series(DashedLineSeries::new(c.points.iter().copied(), 8, 5, style))?
-        } else {
-            chart.draw_series(LineSeries::new(c.points.iter().copied(), style))?
+        let look = Look::of(&c.function, c.side);
+        let anno = match look.dash {
+            Some((on, off)) => chart.draw_series(DashedLineSeries::new(c.points.iter().copied(), on, off, style))?,
+            None => chart.draw_series(LineSeries::new(c.points.iter().copied(), style))?,
         };
         anno.label(label).legend(move |(x, y)| {
             let pts = vec![(x, y), (x + 20, y)];
-            if dashed { DashedPathElement::new(pts, 5, 3, style).into_dyn() } else { PathElement::new(pts, style).into_dyn() }
+            match look.dash {
+                Some((on, off)) => DashedPathElement::new(pts, on, off, style).into_dyn(),
+                None => PathElement::new(pts, style).into_dyn(),
+            }
         });
-        chart.draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        let points = c.points.iter().copied();
+        match look.marker {
+            Marker::Circle => chart.draw_series(points.map(|p| Circle::new(p, 3, color.filled())))?,
+            Marker::Triangle => chart.draw_series(points.map(|p| TriangleMarker::new(p, 5, color.filled())))?,
+            Marker::Cross => chart.draw_series(points.map(|p| Cross::new(p, 4, style)))?,
+        };
     }
     chart
         .configure_series_labels()
@@ -107,9 +114,38 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, op: &Operation) -> Dra
     Ok(())
 }
 
-/// A GPU function's name without its `_kernel(s)` / `_e2e` suffix: `gpu_best_e2e` -> `gpu_best`.
+/// How a curve is drawn: its dashes (`(on, off)` pixels; `None`: solid) and its point marker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Look {
+    dash: Option<(u32, u32)>,
+    marker: Marker,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Marker {
+    Circle,
+    Triangle,
+    Cross,
+}
+
+impl Look {
+    /// Solid for the CPU and the kernels alone, dashed with the simple transfers, dotted with
+    /// the fast ones, short dashes and crosses for the read in mapped memory (`_mapped_e2e`).
+    fn of(function: &str, side: Side) -> Look {
+        match side {
+            Side::Cpu | Side::GpuKernel => Look { dash: None, marker: Marker::Circle },
+            Side::GpuE2e => Look { dash: Some((8, 5)), marker: Marker::Circle },
+            Side::GpuFastE2e if function.ends_with("_mapped_e2e") => Look { dash: Some((4, 3)), marker: Marker::Cross },
+            Side::GpuFastE2e => Look { dash: Some((2, 4)), marker: Marker::Triangle },
+        }
+    }
+}
+
+/// A GPU function's name without its `_kernel(s)` / `_e2e` suffix (and the transfer path's
+/// word before `_e2e`), so that a kernel's curves share a colour: `gpu_best_e2e` and
+/// `gpu_best_fast_e2e` -> `gpu_best`.
 fn variant_stem(function: &str) -> &str {
-    ["_e2e", "_kernels", "_kernel"].iter().find_map(|s| function.strip_suffix(s)).unwrap_or(function)
+    FAST_E2E_SUFFIXES.iter().chain(&["_e2e", "_kernels", "_kernel"]).find_map(|s| function.strip_suffix(s)).unwrap_or(function)
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -128,6 +164,24 @@ mod tests {
         assert_eq!(variant_stem("gpu_best_kernel"), "gpu_best");
         assert_eq!(variant_stem("gpu_kernels"), "gpu");
         assert_eq!(variant_stem("gpu_e2e"), "gpu");
+        assert_eq!(variant_stem("gpu_best_fast_e2e"), "gpu_best");
+        assert_eq!(variant_stem("gpu_fast_e2e"), "gpu");
+        assert_eq!(variant_stem("gpu_mapped_e2e"), "gpu");
+    }
+
+    #[test]
+    fn each_transfer_path_has_its_own_look() {
+        let kernel = Look::of("gpu_best_kernel", Side::GpuKernel);
+        let simple = Look::of("gpu_best_e2e", Side::GpuE2e);
+        let fast = Look::of("gpu_best_fast_e2e", Side::GpuFastE2e);
+        let mapped = Look::of("gpu_mapped_e2e", Side::GpuFastE2e);
+        assert_eq!(kernel.dash, None);
+        let looks = [kernel, simple, fast, mapped];
+        for (i, a) in looks.iter().enumerate() {
+            for b in &looks[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]
@@ -139,6 +193,7 @@ mod tests {
             fixture::write(&dir, "matmul", "cpu_best", &p, 1e4 * 8f64.powi(i as i32), false, "null");
             fixture::write(&dir, "matmul", "gpu_best_kernel", &p, 5e4 * 2f64.powi(i as i32), false, "null");
             fixture::write(&dir, "matmul", "gpu_best_e2e", &p, 9e4 * 4f64.powi(i as i32), false, "null");
+            fixture::write(&dir, "matmul", "gpu_best_fast_e2e", &p, 4e4 * 4f64.powi(i as i32), false, "null");
         }
         let mut ops = operations(&results::load(&dir).unwrap());
         ops[0].adapter = "Test GPU (Vulkan)".into();
@@ -149,7 +204,7 @@ mod tests {
         let bytes = std::fs::read(&png).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
         let svg = std::fs::read_to_string(&path).unwrap();
-        for needle in ["Test GPU (Vulkan)", "cpu_best (CPU)", "gpu_best_kernel (GPU, kernels only)", "gpu_best_e2e (GPU, with transfers)"] {
+        for needle in ["Test GPU (Vulkan)", "cpu_best (CPU)", "gpu_best_kernel (GPU, kernels only)", "gpu_best_e2e (GPU, with simple transfers)", "gpu_best_fast_e2e (GPU, with fast transfers)"] {
             assert!(svg.contains(needle), "{needle} missing from the plot");
         }
         std::fs::remove_dir_all(&dir).unwrap();

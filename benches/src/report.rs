@@ -8,12 +8,13 @@
 //! - `crossover.md`: per group, the adapter and the CPU, time per size and function, and
 //!   where the GPU wins ([`crate::crossover::report`]);
 //! - `results.json`: the measurements behind it ([`Saved`]), so that
-//!   `crossover --saved DIR` redraws everything without criterion's folder;
+//!   `crossover --saved DIR` redraws everything without criterion's folder, and the verdicts
+//!   the tables end with (where each GPU series first wins);
 //! - `<group>.png` and `<group>.svg`: one plot per sweep over sizes ([`crate::plot`]).
 //!
-//! Nothing here knows the benches' function names: a new series (another `gpu*_e2e`
-//! function, say) shows up in the tables, the plots and the "with transfers" verdicts as soon
-//! as a bench measures it.
+//! Nothing here knows the benches' function names: a new series (another `gpu*_e2e` or
+//! `gpu*_fast_e2e` function, say) shows up in the tables, the plots and the verdicts of its
+//! side (simple or fast transfers) as soon as a bench measures it.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::crossover::{self, Operation, Side, crossover};
+use crate::crossover::{self, Crossover, Operation, Side, crossover};
 use crate::plot;
 use crate::results::{self, Measurement, Note};
 
@@ -48,6 +49,47 @@ pub struct Saved {
     pub groups: Vec<SavedGroup>,
     /// Every measurement of the report (criterion's typical time per iteration, in seconds).
     pub measurements: Vec<Measurement>,
+    /// Where the GPU wins, per group and series, as the report says it: written with the
+    /// measurements for readers of the file (the report itself recomputes them). Files
+    /// written before these were saved have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<SavedVerdict>,
+}
+
+/// One verdict of the report: a GPU series against the fastest CPU function.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedVerdict {
+    pub group: String,
+    /// A side ("GPU, with fast transfers (best of gpu_best_fast_e2e)") or one function
+    /// ("gpu_best_fast_e2e").
+    pub series: String,
+    /// The report's sentence ("wins from n = 128 (loses at 64; the curves cross near n = 97)").
+    pub verdict: String,
+    /// The smallest measured size from which the series is faster at every larger size; `None`
+    /// when it never wins for good, and for the MNIST shapes (no sizes).
+    pub wins_from: Option<f64>,
+}
+
+impl SavedVerdict {
+    /// The verdicts of `op`: for a sweep over sizes, [`Operation::crossovers`]; for shapes,
+    /// one line per GPU side, as the summary prints it.
+    fn of(op: &Operation) -> Vec<SavedVerdict> {
+        let saved = |series: String, verdict: String, wins_from: Option<f64>| SavedVerdict { group: op.group.clone(), series, verdict, wins_from };
+        if op.numeric {
+            op.crossovers()
+                .into_iter()
+                .map(|(series, c)| {
+                    let wins_from = match c {
+                        Crossover::Always { from } | Crossover::From { from, .. } => Some(from),
+                        Crossover::Never { .. } | Crossover::NoOverlap => None,
+                    };
+                    saved(series, c.describe(&op.info.x), wins_from)
+                })
+                .collect()
+        } else {
+            Side::GPU.iter().filter_map(|&side| Some(saved(format!("GPU, {}", side.label()), verdict(op, side)?, None))).collect()
+        }
+    }
 }
 
 /// Who measured one group.
@@ -69,6 +111,7 @@ impl Saved {
                 .map(|op| SavedGroup { group: op.group.clone(), adapter: op.adapter.clone(), cpu: op.cpu.clone() })
                 .collect(),
             measurements: ops.iter().flat_map(|op| op.params.iter().flat_map(|p| op.functions.iter().filter_map(|(f, _)| op.cells.get(&(f.clone(), p.clone())).cloned()))).collect(),
+            verdicts: ops.iter().flat_map(SavedVerdict::of).collect(),
         }
     }
 
@@ -142,13 +185,14 @@ pub fn is_software(adapter: &str) -> bool {
     adapter.contains(", Cpu,") || adapter.contains(", Cpu)")
 }
 
-/// The short summary: per adapter and CPU, each group's verdict with kernels only and with
-/// transfers, then where the files are. `stale` is how many results were left out as older
+/// The short summary: per adapter and CPU, each group's verdict with kernels only, with the
+/// simple transfers and with the fast ones, then where the files are. `stale` is how many results were left out as older
 /// than their group's setup; `html` is criterion's own report, if it exists.
 pub fn summary(ops: &[Operation], written: &Written, stale: usize, html: Option<&Path>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "\n== crossover: where the GPU starts to beat the CPU ==");
     let width = ops.iter().map(|o| o.group.len()).max().unwrap_or(0);
+    let label_width = Side::GPU.iter().map(|side| side.label().len() + 1).max().unwrap_or(0);
     let mut last_setup: Option<(&str, &str)> = None;
     for op in ops {
         if last_setup != Some((&op.adapter, &op.cpu)) {
@@ -163,7 +207,7 @@ pub fn summary(ops: &[Operation], written: &Written, stale: usize, html: Option<
         for side in Side::GPU {
             let Some(verdict) = verdict(op, side) else { continue };
             let name = if first { op.group.as_str() } else { "" };
-            let _ = writeln!(s, "  {name:width$}  {:<15} {verdict}", format!("{}:", side.label()));
+            let _ = writeln!(s, "  {name:width$}  {:<label_width$} {verdict}", format!("{}:", side.label()));
             first = false;
         }
         if first {
@@ -275,14 +319,18 @@ mod tests {
             v.push(("double", "gpu_kernel", p, 2e3));
             v.push(("double", "gpu_e2e", p, 9e3));
         }
-        for (p, ns) in [("16", 1e3), ("32", 8e3), ("64", 64e3)] {
+        v.push(("double", "gpu_fast_e2e", "1024", 1.5e3));
+        v.push(("double", "gpu_fast_e2e", "4096", 3e3));
+        for (p, ns, fast) in [("16", 1e3, 2e4), ("32", 8e3, 5e3), ("64", 64e3, 2e4)] {
             v.push(("matmul", "cpu_best", p, ns));
             v.push(("matmul", "gpu_best_kernel", p, 1e4));
             v.push(("matmul", "gpu_best_e2e", p, 3e4));
+            v.push(("matmul", "gpu_best_fast_e2e", p, fast));
         }
         v.push(("matmul_mnist", "cpu_best", "64x784x128", 1e6));
         v.push(("matmul_mnist", "gpu_best_kernel", "64x784x128", 2e5));
         v.push(("matmul_mnist", "gpu_best_e2e", "64x784x128", 3e6));
+        v.push(("matmul_mnist", "gpu_best_fast_e2e", "64x784x128", 5e5));
         v
     }
 
@@ -301,16 +349,20 @@ mod tests {
         let md = std::fs::read_to_string(out.join(MARKDOWN)).unwrap();
         let double_before = section(&md, "### double").to_string();
         // The summary: the adapter, each group's verdicts, the files; kernels only at 1024
-        // and 4096: 2 µs against 1 and 4 µs: wins from 4096; matmul from 32.
+        // and 4096: 2 µs against 1 and 4 µs: wins from 4096; matmul from 64; the fast
+        // transfers win doubling from 4096 (3 µs against 4) and matmul from 32.
         for needle in [
             "GPU: Test GPU (Vulkan, DiscreteGpu)",
             "CPU: Test CPU, 2 threads",
-            "double",
-            "kernels only:   wins from elements = 4096",
-            "with transfers: never wins up to elements = 4096",
-            "kernels only:   wins from n = 64",
-            "kernels only:   faster at 1 of 1 shapes: 64x784x128",
-            "with transfers: faster at 0 of 1 shapes",
+            "  double        kernels only:          wins from elements = 4096 (loses at 1024;",
+            "                with simple transfers: never wins up to elements = 4096",
+            "                with fast transfers:   wins from elements = 4096 (loses at 1024;",
+            "  matmul        kernels only:          wins from n = 64",
+            "                with simple transfers: wins from n = 64 (loses at 32;",
+            "                with fast transfers:   wins from n = 32 (loses at 16;",
+            "  matmul_mnist  kernels only:          faster at 1 of 1 shapes: 64x784x128",
+            "                with simple transfers: faster at 0 of 1 shapes",
+            "                with fast transfers:   faster at 1 of 1 shapes: 64x784x128",
         ] {
             assert!(summary.contains(needle), "{needle:?} missing from\n{summary}");
         }
@@ -338,7 +390,7 @@ mod tests {
         let mm = section(&md, "### matmul: square");
         assert!(mm.contains("| 16 | 500 ns (2.00) | 100 ns (10.0) |"), "{mm}");
         assert!(mm.contains("| 64 | 64.0 µs"), "{mm}");
-        assert!(later.contains("kernels only:   wins at every size measured (from n = 16)"), "{later}");
+        assert!(later.contains("kernels only:          wins at every size measured (from n = 16)"), "{later}");
         assert!(later.contains("double"), "the summary still covers every group:\n{later}");
         // Every plot is still there, and results.json has every group.
         for g in ["double", "matmul"] {
@@ -359,7 +411,7 @@ mod tests {
         let mm = section(&md, "### matmul: square");
         assert!(mm.contains("GPU: llvmpipe") && !mm.contains("| 32 |"), "{mm}");
         assert!(other.contains("SOFTWARE") && other.contains("GPU: Test GPU"), "{other}");
-        assert!(other.contains("left out: 7 result(s)"), "{other}");
+        assert!(other.contains("left out: 10 result(s)"), "{other}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -373,6 +425,23 @@ mod tests {
         let ops = saved.operations();
         assert_eq!(ops.len(), 3);
         assert_eq!(crossover::report(&ops), md, "results.json holds everything the tables show");
+        // ... and the verdicts, for readers of the file: per group, each side, then (for the
+        // sweeps) each GPU function.
+        let verdict = |group: &str, series: &str| {
+            saved
+                .verdicts
+                .iter()
+                .find(|v| v.group == group && v.series == series)
+                .unwrap_or_else(|| panic!("no verdict for {group} / {series} in {:#?}", saved.verdicts))
+        };
+        let fast = verdict("matmul", "GPU, with fast transfers (best of gpu_best_fast_e2e)");
+        assert_eq!(fast.wins_from, Some(32.0));
+        assert!(fast.verdict.starts_with("wins from n = 32 (loses at 16;"), "{fast:?}");
+        assert!(md.contains(&format!("- {}: {}", fast.series, fast.verdict)), "the tables say the same:\n{md}");
+        assert_eq!(verdict("double", "gpu_e2e").wins_from, None);
+        assert_eq!(verdict("double", "gpu_fast_e2e").wins_from, Some(4096.0));
+        assert_eq!(verdict("matmul_mnist", "GPU, with fast transfers").verdict, "faster at 1 of 1 shapes: 64x784x128");
+        assert_eq!(saved.verdicts.len(), (3 + 3) + (3 + 3) + 3, "double, matmul: sides + functions; shapes: sides");
         let again = dir.join("again");
         let written = write(&ops, &saved, &again, &["svg"]).unwrap();
         assert_eq!(written.plots.len(), 2, "double and matmul; the shapes get no plot");

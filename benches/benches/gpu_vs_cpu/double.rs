@@ -3,12 +3,16 @@
 //! 2^22).
 //!
 //! Group `double`, parameter = elements, throughput = 8 bytes per element (one f32 read, one
-//! written), so criterion reports GB/s for all three; for `gpu_e2e` that figure is the
-//! doubling's effective rate, not the bus's.
+//! written), so criterion reports GB/s for all of them; for the `*_e2e` functions that figure
+//! is the doubling's effective rate, not the bus's.
 //! - `cpu`: `double_cpu_into`, one thread, output buffer reused.
 //! - `gpu_kernel`: `DoubleGpu::record` with the data already on the GPU; up to 1024
 //!   dispatches per compute pass, timed by GPU timestamps (harness::time_kernels).
-//! - `gpu_e2e`: `DoubleGpu::round_trip`: write the input, dispatch, copy back, wait (wall clock).
+//! - `gpu_e2e`, `gpu_fast_e2e`, `gpu_mapped_e2e`: `DoubleGpu::round_trip` along stage 01's
+//!   transfer paths 1 (simple: `write_buffer` up, one staging buffer copied out by one thread),
+//!   2 (fast: `common::Transfer`) and 3 (`round_trip_mapped`: the fast upload, the result read
+//!   in mapped memory and not copied out): write the input, dispatch, copy back, wait (wall
+//!   clock).
 //!
 //! Only this group: `cargo bench -- double`.
 
@@ -57,17 +61,28 @@ pub fn run(bench: &mut Bench) {
             }
             b.iter_custom(|iters| time_kernels(ctx, timer, iters, |pass| d.record(pass)))
         });
-        let mut checked = false;
-        g.bench_with_input(BenchmarkId::new("gpu_e2e", n), &n, |b, _| {
-            let d = gpu.get_or_insert_with(make);
-            if !checked {
-                d.poison_output(ctx);
-                must(d.round_trip(ctx, Path::Simple, &input, &mut out), "round trip");
-                assert_same(&out, &double_cpu(&input));
-                checked = true;
-            }
-            b.iter_custom(|iters| time_wall(iters, || must(d.round_trip(ctx, Path::Simple, black_box(&input), &mut out), "round trip")))
-        });
+        for (function, path) in [("gpu_e2e", Path::Simple), ("gpu_fast_e2e", Path::Fast), ("gpu_mapped_e2e", Path::Mapped)] {
+            // Path 3 reads the result in place: the round trip ends when the guard is dropped.
+            let round_trip = |d: &mut DoubleGpu, input: &[f32], out: &mut [f32]| match path {
+                Path::Mapped => must(d.round_trip_mapped(ctx, input).map(drop), "round trip"),
+                _ => must(d.round_trip(ctx, path, input, out), "round trip"),
+            };
+            let mut checked = false;
+            g.bench_with_input(BenchmarkId::new(function, n), &n, |b, _| {
+                let d = gpu.get_or_insert_with(make);
+                if !checked {
+                    d.poison_output(ctx);
+                    if path == Path::Mapped {
+                        assert_same(&must(d.round_trip_mapped(ctx, &input), "round trip"), &double_cpu(&input));
+                    } else {
+                        must(d.round_trip(ctx, path, &input, &mut out), "round trip");
+                        assert_same(&out, &double_cpu(&input));
+                    }
+                    checked = true;
+                }
+                b.iter_custom(|iters| time_wall(iters, || round_trip(d, black_box(&input), &mut out)))
+            });
+        }
     }
     g.finish();
 }

@@ -16,8 +16,12 @@
 //!   `cpu_library` (variant 0, the `matrixmultiply` crate; threads from `MATMUL_NUM_THREADS`);
 //! - `gpu_naive_kernel` / `gpu_best_kernel`: `Kernel::Naive` / `Kernel::BEST` with A and B
 //!   already on the GPU, up to 1024 products per compute pass, GPU timestamps;
-//! - `gpu_naive_e2e` / `gpu_best_e2e`: write A and B, multiply, read C back, wait (wall clock).
-//!   Buffers, pipelines and bind groups are made before timing in both.
+//! - `gpu_naive_e2e` / `gpu_best_e2e`: write A and B, multiply, read C back, wait (wall clock),
+//!   with the simple transfers (`queue.write_buffer` up, `GpuContext::read_into` down);
+//! - `gpu_best_fast_e2e`: the same with the fast ones (`GpuMatrix::write`, which is
+//!   `GpuContext::upload`, and `GpuContext::download_into`: stage 01's `common::Transfer`).
+//!
+//! Buffers, pipelines and bind groups are made before timing in all of them.
 //!
 //! Every function's result is checked once, before it is timed, against stage 03's f64
 //! reference (every row for small products, 16 rows spread over large ones, and all of C
@@ -101,12 +105,22 @@ impl GpuSetup {
         GpuSetup { a, b, c, call, host_c: vec![0.0; p.m * p.n] }
     }
 
-    /// Upload A and B, multiply, download C (waits for the GPU).
-    fn round_trip(&mut self, ctx: &GpuContext, p: &Problem) {
-        must(self.a.write(ctx, &p.a), "writing A");
-        must(self.b.write(ctx, &p.b), "writing B");
+    /// Upload A and B, multiply, download C (waits for the GPU), with the simple transfers or
+    /// the fast ones.
+    fn round_trip(&mut self, ctx: &GpuContext, p: &Problem, fast: bool) {
+        if fast {
+            must(self.a.write(ctx, &p.a), "writing A");
+            must(self.b.write(ctx, &p.b), "writing B");
+        } else {
+            ctx.queue.write_buffer(&self.a.buffer, 0, bytemuck::cast_slice(&p.a.data));
+            ctx.queue.write_buffer(&self.b.buffer, 0, bytemuck::cast_slice(&p.b.data));
+        }
         ctx.submit_pass("matmul", |pass| self.call.record(pass));
-        must(ctx.read_into(&self.c.buffer, &mut self.host_c), "reading C");
+        if fast {
+            must(ctx.download_into(&self.c.buffer, &mut self.host_c), "reading C");
+        } else {
+            must(ctx.read_into(&self.c.buffer, &mut self.host_c), "reading C");
+        }
     }
 }
 
@@ -199,18 +213,24 @@ fn bench_problem(g: &mut BenchmarkGroup<'_, WallTime>, env: &Ctx<'_>, shape: Sha
             }
             bch.iter_custom(|iters| time_kernels(env.ctx, env.timer, iters, |pass| s.call.record(pass)))
         });
-        let mut checked = false;
-        g.bench_function(BenchmarkId::new(format!("{name}_e2e"), label), |bch| {
-            let p = problem();
-            let s = setup.get_or_insert_with(|| GpuSetup::new(env.ctx, mm, p));
-            if !checked {
-                env.ctx.poison(&s.c.buffer);
-                s.round_trip(env.ctx, p);
-                p.check(&format!("{name}_e2e"), mm.kernel(), &s.host_c);
-                checked = true;
-            }
-            bch.iter_custom(|iters| time_wall(iters, || s.round_trip(env.ctx, p)))
-        });
+        // The fast transfers only for the best kernel: the naive one is slow enough that its
+        // transfers hardly show.
+        let fast: &[bool] = if *name == "gpu_best" { &[false, true] } else { &[false] };
+        for &fast in fast {
+            let function = format!("{name}{}_e2e", if fast { "_fast" } else { "" });
+            let mut checked = false;
+            g.bench_function(BenchmarkId::new(&function, label), |bch| {
+                let p = problem();
+                let s = setup.get_or_insert_with(|| GpuSetup::new(env.ctx, mm, p));
+                if !checked {
+                    env.ctx.poison(&s.c.buffer);
+                    s.round_trip(env.ctx, p, fast);
+                    p.check(&function, mm.kernel(), &s.host_c);
+                    checked = true;
+                }
+                bch.iter_custom(|iters| time_wall(iters, || s.round_trip(env.ctx, p, fast)))
+            });
+        }
     }
 }
 
