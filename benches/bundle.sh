@@ -5,9 +5,10 @@
 #   bash benches/bundle.sh [DIR]        # default DIR: target/bench-bundle
 #
 # DIR then holds `gpu_vs_cpu` (the criterion bench executable: run it with `--bench`, plus any
-# criterion option or filter; it ends with the crossover report) and `crossover` (redraws the
-# report). See benches/README.md, "On the H200 machine (no Rust toolchain there)", for how to
-# run them there and bring the results back.
+# criterion option or filter; it ends with the crossover report), `crossover` (redraws the
+# report) and `run.sh` (bundle-run.sh: runs the full sweep there and packs the report). See
+# benches/README.md, "On the H200 machine (no Rust toolchain there)", for how to run them
+# there and bring the results back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/bench-bundle}"
@@ -29,5 +30,6 @@ if [ "$count" -ne 2 ]; then
     echo "bundle: expected 2 executables (gpu_vs_cpu, crossover), got $count" >&2
     exit 1
 fi
+cp benches/bundle-run.sh "$dir/run.sh"
 ls -la "$dir"
 du -sh "$dir"
