@@ -1,11 +1,13 @@
 //! What training reports: one [`EpochMetrics`] per epoch (printed, written as JSON lines,
 //! plotted), and the [`Confusion`] matrix that `eval` prints.
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::data::CLASSES;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::error::{MnistError, Result};
 
 /// One epoch. Losses are mean cross-entropy per image; accuracies are fractions in [0, 1].
@@ -54,6 +56,8 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// Writes `history` to `path`, one JSON object per line (JSON Lines), replacing the file.
+/// Native only: a browser page has no files.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn write_metrics(path: &Path, history: &[EpochMetrics]) -> Result<()> {
     let mut text = Vec::new();
     for m in history {
