@@ -108,7 +108,7 @@ try {
   // page's defaults otherwise (those of `mnist train`: SGD lr 0.05, momentum 0.9, batch 64).
   // E2E_LIMIT_TRAIN (empty: all), E2E_EPOCHS and E2E_HIDDEN change the run (the README screenshot).
   const EPOCHS = process.env.E2E_EPOCHS || "3";
-  await page.fill("#hidden", process.env.E2E_HIDDEN || "128");
+  await page.fill("#layers", process.env.E2E_HIDDEN || "128");
   await page.fill("#epochs", EPOCHS);
   await page.selectOption("#device", "cpu");
   await page.fill("#limit_train", process.env.E2E_LIMIT_TRAIN ?? "3000");

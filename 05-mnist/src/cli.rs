@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use clap::{Args, Parser, Subcommand};
-use gpu_layers::{Layer, Loss, Network};
+use gpu_layers::{Layer, Network};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::index::sample;
@@ -22,7 +22,7 @@ use crate::error::{MnistError, Result};
 use crate::metrics::{Confusion, thousands, write_metrics};
 use crate::model_io::{argmax, load_model, save_model};
 use crate::preview::{PreviewItem, digit_lines, per_row_for, render_grid};
-use crate::train::{Device, DeviceChoice, Event, OptimizerChoice, Schedule, TrainConfig, select_device, train};
+use crate::train::{Device, DeviceChoice, Event, LossChoice, OptimizerChoice, Schedule, TrainConfig, select_device, train};
 use crate::{plot, preprocess};
 
 #[derive(Debug, Parser)]
@@ -65,8 +65,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "LAYERS", conflicts_with = "hidden", value_parser = parse_layer_list)]
     pub layers: Option<LayerList>,
     /// The loss after the last layer: cross-entropy (softmax) or mse (against one-hot labels).
-    #[arg(long, value_name = "LOSS", default_value = "cross-entropy", value_parser = parse_loss)]
-    pub loss: Loss,
+    #[arg(long, value_enum, default_value_t = LossChoice::CrossEntropy)]
+    pub loss: LossChoice,
     /// Images per training step.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub batch_size: usize,
@@ -146,10 +146,6 @@ fn parse_layer_list(s: &str) -> Result<LayerList, String> {
     gpu_layers::sequential::parse_layers(s).map(LayerList).map_err(|e| e.to_string())
 }
 
-fn parse_loss(s: &str) -> Result<Loss, String> {
-    Loss::parse(s).map_err(|e| e.to_string())
-}
-
 fn parse_hidden(s: &str) -> Result<Hidden, String> {
     let s = s.trim();
     if s.is_empty() || s.eq_ignore_ascii_case("none") {
@@ -187,7 +183,7 @@ impl TrainArgs {
         let optimizer = self.optimizer.optimizer(self.lr.unwrap_or(self.optimizer.default_lr()), self.momentum);
         TrainConfig {
             layers: self.layers.as_ref().map_or_else(|| TrainConfig::mlp(&self.hidden.0), |l| l.0.clone()),
-            loss: self.loss,
+            loss: self.loss.loss(),
             batch_size: self.batch_size,
             epochs: self.epochs,
             optimizer,

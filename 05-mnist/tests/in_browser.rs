@@ -3,8 +3,10 @@
 //! local static server (no `mnist serve`) and drives Debian's headless Chromium: one epoch on
 //! WebGPU (SwiftShader where there is no GPU) and one on the WebAssembly CPU path, each at
 //! least 85% on the test set, a drawn digit read in the page, WebGPU and the CPU agreeing on
-//! the first batch's loss, the data set cached across a reload. The model the page downloads
-//! is then read by `mnist eval`.
+//! the first batch's loss, the data set cached across a reload; on the CPU path also the
+//! form's choices (the layer list's check under the field, a run with dropout, a Fashion-MNIST
+//! run from `data/fashion/` with its class names shown). The model the page downloads is then
+//! read by `mnist eval`. Needs MNIST ($MNIST_DIR) and Fashion-MNIST ($FASHION_MNIST_DIR).
 //!
 //! Needs the wasm32 target, wasm-bindgen-cli at the pinned version, Node.js, `npm ci` in
 //! `05-mnist/e2e`, and Chromium (/usr/bin/chromium or $CHROMIUM); `.ci/run` installs them all.
@@ -65,6 +67,7 @@ fn the_page_trains_on_webgpu_and_on_the_cpu_in_headless_chromium() {
         .arg(stage_dir().join("web/build.sh"))
         .arg(&site)
         .env_remove("MNIST_DIR")
+        .env_remove("FASHION_MNIST_DIR")
         .output()
         .expect("running bash");
     let build_log = format!("{}{}", String::from_utf8_lossy(&build.stdout), String::from_utf8_lossy(&build.stderr));
@@ -80,6 +83,7 @@ fn the_page_trains_on_webgpu_and_on_the_cpu_in_headless_chromium() {
         .arg("in_browser.mjs")
         .arg(&site)
         .arg(&mnist_dir)
+        .arg(support::fashion_dir())
         .arg(&out_dir)
         .current_dir(stage_dir().join("e2e"))
         .env("CHROMIUM", &chromium)
@@ -91,7 +95,7 @@ fn the_page_trains_on_webgpu_and_on_the_cpu_in_headless_chromium() {
     eprintln!("{stderr}");
     assert!(out.status.success(), "the browser test failed ({}):\n{stdout}\n{stderr}", out.status);
     assert!(stdout.lines().any(|l| l.starts_with("[in-browser]") && l.ends_with(" PASS")), "no PASS line:\n{stdout}");
-    for shot in ["in-browser-webgpu.png", "in-browser-cpu.png"] {
+    for shot in ["in-browser-webgpu.png", "in-browser-cpu.png", "in-browser-fashion.png"] {
         let png = std::fs::read(out_dir.join(shot)).expect("a screenshot");
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{shot} is not a real screenshot");
     }

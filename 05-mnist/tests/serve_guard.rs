@@ -184,8 +184,8 @@ impl Server {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            let files = SiteFiles { site: None, data_dir: std::env::temp_dir() };
-            serve_until(listener, tiny_data(), None, files, AllowedHosts::default(), limits, shutdown).unwrap();
+            let files = SiteFiles { site: None, data_dir: std::env::temp_dir(), fashion_dir: std::env::temp_dir() };
+            serve_until(listener, AppState::new(tiny_data(), None), files, AllowedHosts::default(), limits, shutdown).unwrap();
         });
         Server { addr, stop: Some(stop), thread: Some(thread) }
     }

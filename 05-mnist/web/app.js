@@ -13,6 +13,12 @@
 //
 // The drawing pad's pixels are read by the model in the page when there is one (trained here
 // or loaded from a .safetensors file); otherwise by the server's model (POST api/predict).
+//
+// The form's choices are `mnist train`'s: the layer list (--layers, or the hidden sizes of
+// --hidden), the loss (--loss) and the data set (--dataset), sent as the JSON fields `layers` or
+// `hidden`, `loss` and `dataset`. The Rust parser checks the layer list as it is typed (the
+// WebAssembly module's check_network); the server checks it again and answers 422 with the same
+// words.
 
 const $ = (id) => document.getElementById(id);
 const PIXELS = 28 * 28;
@@ -21,6 +27,13 @@ const SAMPLE_COUNT = 24;
 const FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
 /// The browser cache (Cache API) that keeps the checked files between visits.
 const CACHE = "mnist-data-v1";
+/// Each data set: its name in the form and the API (`--dataset`), its title, and the site's
+/// folder with its four files.
+const DATASETS = {
+  mnist: { title: "MNIST", folder: "data/", source: "https://ossci-datasets.s3.amazonaws.com/mnist/" },
+  fashion: { title: "Fashion-MNIST", folder: "data/fashion/", source: "https://github.com/zalandoresearch/fashion-mnist" },
+};
+const DIGITS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
 const state = {
   training: false,
@@ -31,11 +44,15 @@ const state = {
   where: "browser-gpu",
   server: false,    // served by `mnist serve`
   web: null,        // the WebAssembly module's Session, once loaded
+  wasm: null,       // the module itself (its free functions: check_network)
   webError: null,   // why the in-browser trainer is not available
   gpu: null,        // the WebGPU adapter's description, once asked for
   gpuError: null,   // why WebGPU is not available
   hasData: false,   // the page holds the checked data set
-  dataset: "MNIST", // or "Fashion-MNIST": what the files' checksums say they are
+  dataset: "mnist", // the data set the page holds (or is loading): "mnist" or "fashion"
+  loadingData: false,
+  classNames: DIGITS, // what the model's ten outputs mean (from its data set)
+  modelDataset: null, // the data set the model was trained on
   model: null,      // "page" (the WebAssembly session has one), "server", or null
   events: null,     // the server's EventSource while "the server" is chosen
   browserRun: 0,
@@ -70,11 +87,23 @@ const errorText = (e) => (e && e.message) || String(e);
 
 // ---------------------------------------------------------------- the training form
 
+/// The Layers field as the request's fields: the short form (hidden sizes only: "128",
+/// "512,256", "none" or nothing for softmax regression) is `hidden`, anything else is the layer
+/// list `layers`, parsed by Rust (here through the WebAssembly module, on the server by serve).
+function networkFields() {
+  const text = $("layers").value.trim();
+  if (/^(none|[\d\s,]*)$/i.test(text)) {
+    const sizes = text.toLowerCase() === "none" ? [] : text.split(/[\s,]+/).filter(Boolean).map(Number);
+    return { hidden: sizes };
+  }
+  return { layers: text };
+}
+
 function readForm() {
-  const hiddenText = $("hidden").value.trim();
-  const hidden = hiddenText === "" ? [] : hiddenText.split(/[\s,]+/).filter(Boolean).map(Number);
   const req = {
-    hidden,
+    ...networkFields(),
+    loss: $("loss").value,
+    dataset: $("dataset").value,
     lr: Number($("lr").value),
     batch_size: Number($("batch_size").value),
     epochs: Number($("epochs").value),
@@ -91,7 +120,10 @@ function readForm() {
 
 function fillForm(cfg) {
   if (!cfg) return;
-  $("hidden").value = cfg.hidden.join(",");
+  $("layers").value = cfg.layers != null ? cfg.layers : (cfg.hidden.length ? cfg.hidden.join(",") : "none");
+  if (cfg.loss) $("loss").value = cfg.loss;
+  if (cfg.dataset) $("dataset").value = cfg.dataset;
+  checkNetwork();
   $("lr").value = cfg.lr;
   $("batch_size").value = cfg.batch_size;
   $("epochs").value = cfg.epochs;
@@ -128,6 +160,7 @@ $("train-form").addEventListener("submit", async (ev) => {
       // The `start` event that follows updates the page.
     } catch (e) {
       showMessage("Could not start training: " + errorText(e));
+      showNetworkError(errorText(e));
       $("start").disabled = state.training;
     }
   } else {
@@ -142,6 +175,37 @@ $("optimizer").addEventListener("change", () => {
   const other = $("optimizer").value === "adam" ? "sgd" : "adam";
   if ($("lr").value === DEFAULT_LR[other]) $("lr").value = DEFAULT_LR[$("optimizer").value];
   $("momentum").disabled = $("optimizer").value === "adam";
+});
+
+/// Shows what the Rust parser says about the Layers field and the loss, as the visitor types:
+/// the network and its parameter count, or the error (it names the layer). Without the
+/// WebAssembly module (a server-only page) the server's answer to Start says it instead.
+function checkNetwork() {
+  const out = $("layers-check");
+  if (!state.web) { out.textContent = ""; return; }
+  try {
+    const net = JSON.parse(state.wasm.check_network(JSON.stringify({ ...networkFields(), loss: $("loss").value })));
+    out.textContent = `${net.network}: ${net.parameters.toLocaleString("en-US")} parameters`;
+    out.classList.remove("bad");
+  } catch (e) {
+    out.textContent = errorText(e);
+    out.classList.add("bad");
+  }
+}
+
+/// A refusal from the server or the page that is about the network goes under the field too.
+function showNetworkError(text) {
+  if (!/^(layers|hidden|loss):/.test(text)) return;
+  $("layers-check").textContent = text;
+  $("layers-check").classList.add("bad");
+}
+
+$("layers").addEventListener("input", checkNetwork);
+$("loss").addEventListener("change", checkNetwork);
+
+$("dataset").addEventListener("change", () => {
+  // A browser run needs the chosen set's files in the page; a server run loads it there.
+  if (state.web) loadData();
 });
 
 $("stop").addEventListener("click", async () => {
@@ -164,7 +228,7 @@ $("stop").addEventListener("click", async () => {
 /// Whether a choice of "Train where" can be used now.
 function available(where) {
   if (where === "server") return state.server;
-  if (!state.web || !state.hasData) return false;
+  if (!state.web || !state.hasData || state.dataset !== $("dataset").value) return false;
   return where === "browser-cpu" || (where === "browser-gpu" && state.gpu !== null);
 }
 
@@ -210,6 +274,11 @@ function showAdapter(adapter) {
 
 function showModel(model, source) {
   state.model = model ? source : null;
+  state.classNames = (model && model.class_names) || DIGITS;
+  state.modelDataset = model && model.dataset;
+  const digits = state.classNames === DIGITS || state.classNames[0] === "0";
+  $("draw-title").textContent = digits ? "Draw a digit" : "Draw something";
+  labelProbs();
   $("model").textContent = model ? model.description : "none yet: train one or load one";
   $("download-model").disabled = state.model !== "page";
 }
@@ -322,6 +391,9 @@ function renderSamples() {
   if (!s) return;
   grid.replaceChildren();
   let right = 0;
+  const names = s.class_names || DIGITS;
+  const digits = names[0] === "0";
+  $("samples-title").textContent = digits ? "Test digits" : `Test images (${DATASETS[s.dataset] ? DATASETS[s.dataset].title : s.dataset})`;
   for (let i = 0; i < s.labels.length; i++) {
     const cell = document.createElement("div");
     cell.className = "sample";
@@ -329,25 +401,36 @@ function renderSamples() {
     c.width = 28; c.height = 28;
     paintDigit(c, s.pixels, i * PIXELS);
     const caption = document.createElement("div");
+    const name = (label) => names[label] === undefined ? String(label) : names[label];
     if (s.predicted) {
       const ok = s.predicted[i] === s.labels[i];
       right += ok ? 1 : 0;
-      caption.innerHTML = `<span class="${ok ? "right" : "wrong"}">${s.predicted[i]}</span> (true ${s.labels[i]})`;
+      const guess = document.createElement("span");
+      guess.className = (ok ? "right" : "wrong") + (digits ? "" : " name");
+      guess.textContent = name(s.predicted[i]);
+      const truth = document.createElement("span");
+      truth.className = digits ? "" : "name";
+      truth.textContent = ok && !digits ? "" : ` (true ${name(s.labels[i])})`;
+      caption.append(guess, truth);
     } else {
-      caption.textContent = `true ${s.labels[i]}`;
+      caption.textContent = `true ${name(s.labels[i])}`;
     }
+    caption.title = `true: ${name(s.labels[i])}` + (s.predicted ? `, predicted: ${name(s.predicted[i])}` : "");
     cell.append(c, caption);
     grid.appendChild(cell);
   }
+  const otherSet = state.model && state.modelDataset && s.dataset && state.modelDataset !== s.dataset;
   $("samples-text").textContent = s.predicted
     ? `predicted by the current model (green: right, red: wrong): ${right} of ${s.labels.length} right`
+    : otherSet ? `the model is of ${DATASETS[state.modelDataset].title}: train one on these to see its predictions`
     : "no model yet: predictions appear after the first epoch";
 }
 
-/// The grid's digits: from the page's own data set when it has one, else from the server.
+/// The grid's images: from the page's own data set when it has one and a browser run is chosen
+/// (or there is no server), else from the server's.
 async function loadSamples() {
   try {
-    if (state.web && state.hasData) {
+    if (state.web && state.hasData && (state.where !== "server" || !state.server)) {
       state.samples = JSON.parse(state.web.samples(SAMPLE_COUNT));
     } else if (state.server) {
       const res = await fetch("api/samples");
@@ -380,6 +463,8 @@ function handlers(source) {
     snapshot: applySnapshot,
     start(e) {
       showMessage("");
+      // The server shows the run's data set in its grid from now on.
+      if (source === "server" && state.samples && e.config.dataset && state.samples.dataset !== e.config.dataset) loadSamples();
       state.run = e.run;
       state.epochsTotal = e.config.epochs;
       state.history = [];
@@ -411,6 +496,7 @@ function handlers(source) {
       setTraining(false);
       $("progress-text").textContent = "Training failed.";
       showMessage(e.message);
+      showNetworkError(e.message);
     },
   };
 }
@@ -434,6 +520,7 @@ function applySnapshot(s) {
   if (s.last_error) showMessage(s.last_error);
   drawCharts();
   renderEpochTable();
+  if (state.samples && s.dataset && state.samples.dataset !== s.dataset && !(state.web && state.hasData)) loadSamples();
   if (state.samples && s.samples_predicted !== undefined && state.model === "server") {
     state.samples.predicted = s.samples_predicted;
     renderSamples();
@@ -474,15 +561,18 @@ async function trainInBrowser() {
 
 // ---------------------------------------------------------------- the data set
 
-const cacheKey = (name) => new Request(new URL(`mnist-cache/${name}`, location.href));
+// MNIST's files keep the keys they always had; Fashion-MNIST's go under fashion/.
+const cacheKey = (dataset, name) => new Request(new URL(`mnist-cache/${dataset === "mnist" ? "" : dataset + "/"}${name}`, location.href));
 
 async function openCache() {
   try { return self.caches ? await caches.open(CACHE) : null; } catch (_) { return null; }
 }
 
-/// data/NAME.gz (or data/NAME) from the site, or null when the site has neither.
-async function fetchFile(name) {
-  for (const path of [`data/${name}.gz`, `data/${name}`]) {
+/// FOLDER/NAME.gz (or FOLDER/NAME) from the site (data/ for MNIST, data/fashion/), or null when
+/// the site has neither.
+async function fetchFile(dataset, name) {
+  const folder = DATASETS[dataset].folder;
+  for (const path of [`${folder}${name}.gz`, `${folder}${name}`]) {
     const res = await fetch(path).catch(() => null);
     if (res && res.ok) return new Uint8Array(await res.arrayBuffer());
   }
@@ -491,49 +581,64 @@ async function fetchFile(name) {
 
 function dataText(text) { $("data-text").textContent = text; }
 
-/// `add_file`'s answer: which data set the file belongs to.
-function noteFile(json) { state.dataset = JSON.parse(json).dataset; }
-
-/// Gets the four files (browser cache first, then the site), checks each in WebAssembly, and
-/// caches what passed. Files that are missing leave the page asking the visitor to pick them.
+/// Gets the four files of the chosen data set (browser cache first, then the site), checks
+/// each in WebAssembly, and caches what passed. Files that are missing leave the page asking
+/// the visitor to pick them. A change of data set while it loads starts it over.
 async function loadData() {
-  const cache = await openCache();
-  const from = { cache: 0, site: 0 };
-  const missing = [];
-  for (const name of FILES) {
-    let bytes = null;
-    const hit = cache && (await cache.match(cacheKey(name)));
-    if (hit) {
-      bytes = new Uint8Array(await hit.arrayBuffer());
-      try { noteFile(state.web.add_file(name, bytes)); from.cache += 1; continue; } catch (_) {
-        await cache.delete(cacheKey(name)); // a damaged copy: fetch it again
+  const dataset = $("dataset").value;
+  state.web.set_dataset(dataset);
+  state.dataset = dataset;
+  state.hasData = state.web.has_data();
+  if (state.loadingData) return; // the loop below notices the change and starts over
+  if (state.hasData) { dataReady([], {}); return; }
+  state.loadingData = true;
+  document.body.dataset.data = "loading";
+  refreshWhere();
+  try {
+    const cache = await openCache();
+    const from = { cache: 0, site: 0 };
+    const missing = [];
+    for (const name of FILES) {
+      if (state.dataset !== $("dataset").value) break;
+      let bytes = null;
+      const hit = cache && (await cache.match(cacheKey(dataset, name)));
+      if (hit) {
+        bytes = new Uint8Array(await hit.arrayBuffer());
+        try { state.web.add_file(name, bytes); from.cache += 1; continue; } catch (_) {
+          await cache.delete(cacheKey(dataset, name)); // a damaged copy: fetch it again
+        }
+      }
+      dataText(`Fetching ${DATASETS[dataset].folder}${name}…`);
+      bytes = await fetchFile(dataset, name);
+      if (!bytes) { missing.push(name); continue; }
+      try {
+        state.web.add_file(name, bytes);
+        from.site += 1;
+        if (cache) await cache.put(cacheKey(dataset, name), new Response(bytes));
+      } catch (e) {
+        missing.push(name);
+        showMessage(errorText(e));
       }
     }
-    dataText(`Fetching ${name}…`);
-    bytes = await fetchFile(name);
-    if (!bytes) { missing.push(name); continue; }
-    try {
-      noteFile(state.web.add_file(name, bytes));
-      from.site += 1;
-      if (cache) await cache.put(cacheKey(name), new Response(bytes));
-    } catch (e) {
-      missing.push(name);
-      showMessage(errorText(e));
-    }
+    state.loadingData = false;
+    if (state.dataset !== $("dataset").value) { loadData(); return; }
+    dataReady(missing, from);
+  } finally {
+    state.loadingData = false;
   }
-  dataReady(missing, from);
 }
 
 function dataReady(missing, from) {
   state.hasData = state.web.has_data();
   document.body.dataset.data = state.hasData ? "ready" : "missing";
+  const set = DATASETS[state.dataset];
   if (state.hasData) {
     const where = [from.cache && `${from.cache} from this browser's cache`, from.site && `${from.site} from this site`,
       from.picked && `${from.picked} picked from disk`].filter(Boolean).join(", ");
-    dataText(`${state.dataset} ready: 60,000 training and 10,000 test images, every file checked (SHA-256, IDX)${where ? "; " + where : ""}.`);
+    dataText(`${set.title} ready: 60,000 training and 10,000 test images, every file checked (SHA-256, IDX)${where ? "; " + where : ""}.`);
   } else {
-    dataText(`Missing: ${missing.join(", ")}. This site has no data/ folder with them: pick the files from your disk ` +
-      "(from https://ossci-datasets.s3.amazonaws.com/mnist/ or `mnist download`).");
+    dataText(`${set.title}: missing ${missing.join(", ")}. This site has no ${set.folder} folder with them: pick the ` +
+      `files from your disk (from ${set.source}, or the folder \`mnist train --dataset ${state.dataset}\` downloads them to).`);
   }
   refreshWhere();
   loadSamples();
@@ -548,9 +653,9 @@ $("pick-data").addEventListener("change", async (ev) => {
     const name = file.name.replace(/\.gz$/, "");
     try {
       const bytes = new Uint8Array(await file.arrayBuffer());
-      noteFile(state.web.add_file(file.name, bytes));
+      state.web.add_file(file.name, bytes);
       picked += 1;
-      if (cache) await cache.put(cacheKey(name), new Response(bytes));
+      if (cache) await cache.put(cacheKey(state.dataset, name), new Response(bytes));
     } catch (e) {
       problems.push(errorText(e));
     }
@@ -562,7 +667,7 @@ $("pick-data").addEventListener("change", async (ev) => {
 
 $("forget-data").addEventListener("click", async () => {
   const cache = await openCache();
-  if (cache) for (const name of FILES) await cache.delete(cacheKey(name));
+  if (cache) for (const name of FILES) await cache.delete(cacheKey(state.dataset, name));
   dataText((state.hasData ? "This page still holds the data set; " : "") +
     "the browser's copy is deleted: the next visit fetches the files again.");
 });
@@ -684,7 +789,9 @@ async function predictNow() {
     renderProbs(r.probabilities);
     paintDigit($("seen"), r.input, 0);
     const where = state.model === "page" ? "in this page" : "on the server";
-    $("draw-text").textContent = `The network reads a ${r.digit} (${pct(r.probabilities[r.digit])}, ${where}).`;
+    const name = state.classNames[r.digit] === undefined ? String(r.digit) : state.classNames[r.digit];
+    $("draw-text").textContent = `The network reads ${/^[0-9]$/.test(name) ? "a " + name : "“" + name + "”"} ` +
+      `(${pct(r.probabilities[r.digit])}, ${where}).`;
   } catch (e) {
     $("draw-text").textContent = "Could not classify: " + errorText(e);
   } finally {
@@ -693,15 +800,23 @@ async function predictNow() {
   }
 }
 
-function renderProbs(probs) {
+/// The ten bars' labels: the class names of the model's data set (digits, or T-shirt/top ...
+/// Ankle boot). Returns the list.
+function labelProbs() {
   const list = $("probs");
   if (!list.children.length) {
     for (let d = 0; d < 10; d++) {
       const li = document.createElement("li");
-      li.innerHTML = `<span class="digit">${d}</span><span class="bar"><div></div></span><span class="pct"></span>`;
+      li.innerHTML = `<span class="digit"></span><span class="bar"><div></div></span><span class="pct"></span>`;
       list.appendChild(li);
     }
   }
+  [...list.children].forEach((li, d) => { li.querySelector(".digit").textContent = state.classNames[d]; });
+  return list;
+}
+
+function renderProbs(probs) {
+  const list = labelProbs();
   const best = probs ? probs.indexOf(Math.max(...probs)) : -1;
   [...list.children].forEach((li, d) => {
     const p = probs ? probs[d] : 0;
@@ -721,16 +836,19 @@ function refreshWhere() {
   if (state.server && ![...select.options].some((o) => o.value === "server")) {
     select.add(new Option("the server (mnist serve)", "server"));
   }
+  const noData = (!state.hasData || state.dataset !== $("dataset").value) &&
+    `no ${DATASETS[$("dataset").value].title} data yet`;
   const why = {
-    "browser-gpu": state.webError || state.gpuError || (!state.hasData && "no data yet"),
-    "browser-cpu": state.webError || (!state.hasData && "no data yet"),
+    "browser-gpu": state.webError || state.gpuError || noData,
+    "browser-cpu": state.webError || noData,
   };
   const label = { "browser-gpu": "this browser (WebGPU)", "browser-cpu": "this browser (CPU, WebAssembly)" };
   for (const opt of select.options) {
     opt.disabled = !available(opt.value);
     if (label[opt.value]) opt.textContent = label[opt.value] + (opt.disabled && why[opt.value] ? ` — ${why[opt.value]}` : "");
   }
-  if (state.training) return;
+  // While a run goes on, or another data set loads, the choice stays as it is.
+  if (state.training || state.loadingData) return;
   const best = ["browser-gpu", "browser-cpu", "server"].find(available);
   if (!available(state.where) && best) setWhere(best);
   else setWhere(state.where);
@@ -753,6 +871,7 @@ async function loadWasm() {
     const mod = await import("./pkg/mnist_web.js");
     await mod.default();
     state.web = new mod.Session();
+    state.wasm = mod;
   } catch (e) {
     state.webError = "not built into this site";
     showMessage("The in-browser trainer is missing from this site (" + errorText(e) + "). " +
@@ -785,6 +904,7 @@ async function start() {
   if (state.web) {
     const model = JSON.parse(state.web.model_info());
     if (model) showModel(model, "page");
+    checkNetwork();
     await loadData();
   } else {
     dataText("No in-browser trainer on this site: training runs on the server.");

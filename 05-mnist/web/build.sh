@@ -5,6 +5,7 @@
 #
 #   bash 05-mnist/web/build.sh [OUT_DIR]           # default OUT_DIR: target/site
 #   MNIST_DIR=/path/to/mnist bash 05-mnist/web/build.sh   # also copy the four MNIST files to OUT_DIR/data/
+#   FASHION_MNIST_DIR=/path/to/fashion-mnist bash 05-mnist/web/build.sh   # ... and Fashion-MNIST's to OUT_DIR/data/fashion/
 #
 # Needs the wasm32 target and wasm-bindgen's command-line tool at the version of the
 # wasm-bindgen crate in Cargo.lock (Cargo.toml pins it with `=`; the two must match):
@@ -44,12 +45,15 @@ if [ "${WASM_OPT:-0}" = 1 ]; then
 fi
 cp "$root/05-mnist/web/index.html" "$root/05-mnist/web/app.js" "$root/05-mnist/web/style.css" "$out/"
 
-if [ -n "${MNIST_DIR:-}" ]; then
-    mkdir -p "$out/data"
+# copy_data FROM TO: the four files of a data set, gzipped, into TO (the page checks their SHA-256).
+copy_data() {
+    mkdir -p "$2"
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-        if [ -f "$MNIST_DIR/$f.gz" ]; then cp "$MNIST_DIR/$f.gz" "$out/data/"
-        elif [ -f "$MNIST_DIR/$f" ]; then gzip -c "$MNIST_DIR/$f" > "$out/data/$f.gz"
-        else fail "$MNIST_DIR has no $f(.gz)"; fi
+        if [ -f "$1/$f.gz" ]; then cp "$1/$f.gz" "$2/"
+        elif [ -f "$1/$f" ]; then gzip -c "$1/$f" > "$2/$f.gz"
+        else fail "$1 has no $f(.gz)"; fi
     done
-fi
+}
+if [ -n "${MNIST_DIR:-}" ]; then copy_data "$MNIST_DIR" "$out/data"; fi
+if [ -n "${FASHION_MNIST_DIR:-}" ]; then copy_data "$FASHION_MNIST_DIR" "$out/data/fashion"; fi
 echo "site: $out ($(du -k "$out/pkg/mnist_web_bg.wasm" | cut -f1) KiB of wasm)"

@@ -70,6 +70,10 @@ pub struct SamplesResponse {
     pub pixels: Vec<u8>,
     pub labels: Vec<u8>,
     pub predicted: Option<Vec<u8>>,
+    /// The data set they come from, and its class names by label (`labels` and `predicted`
+    /// index them).
+    pub dataset: crate::datasets::DatasetKind,
+    pub class_names: Vec<String>,
 }
 
 #[cfg(test)]

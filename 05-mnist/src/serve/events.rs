@@ -77,7 +77,15 @@ pub struct SamplesEvent {
 pub struct ModelInfo {
     /// e.g. `784-128-relu-10, run 2 after epoch 3 (test accuracy 96.10%)`.
     pub description: String,
+    /// The widths of the hidden layers (`[]` for softmax regression).
     pub hidden: Vec<usize>,
+    /// Every layer in the text form `--layers` takes (`784-256-relu-dropout0.2-10`), and the loss.
+    pub layers: String,
+    pub loss: crate::train::LossChoice,
+    /// The data set it was trained on, and that set's class names by label (what its ten
+    /// outputs mean).
+    pub dataset: crate::datasets::DatasetKind,
+    pub class_names: Vec<String>,
 }
 
 /// A run ended without an error, finished or stopped: `event: done`.
@@ -116,7 +124,8 @@ pub struct Snapshot {
     pub last_outcome: Option<String>,
     /// Why the last run failed, if it did.
     pub last_error: Option<String>,
-    /// The loaded data set (`mnist serve --dataset`), its class names by label, and its sizes.
+    /// The data set of the grid and of the latest run (`mnist serve --dataset` until a run
+    /// asks for another), its class names by label, and its sizes.
     pub dataset: crate::datasets::DatasetKind,
     pub class_names: Vec<String>,
     pub train_images: usize,

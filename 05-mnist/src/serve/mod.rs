@@ -16,7 +16,7 @@
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
 //! - `assets.rs`: the page (`web/`), compiled into the binary;
 //! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`
-//!   builds) and the data folder's MNIST files (`data/`), so that the page can also train in
+//!   builds) and the data sets' files (`data/` for MNIST, `data/fashion/`), so that the page can also train in
 //!   the browser, as it does on any static host.
 //! - `guard.rs` / `connections.rs`: what keeps other web pages and greedy clients out (the
 //!   `Host` and `Origin` checks, security headers, timeouts, caps on connections and streams).
@@ -51,7 +51,7 @@ pub use assets::INDEX_HTML;
 pub use state::AppState;
 
 use crate::data_args::{DataArgs, load_data};
-use crate::data::Mnist;
+use crate::datasets::DatasetKind;
 use crate::error::{MnistError, Result};
 
 /// `mnist serve`'s flags.
@@ -88,10 +88,21 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         eprintln!("{warning}");
     }
     let data = load_data(&args.data, None)?;
-    let data_dir = crate::data::resolve_data_dir(args.data.data_dir.as_deref(), data.kind);
-    let files = SiteFiles::resolve(args.site.as_deref(), data_dir);
+    // `--data-dir` is the folder of `--dataset`; the other set's is its variable's or default.
+    let dir = |kind| {
+        let flag = args.data.data_dir.as_deref().filter(|_| kind == data.kind);
+        crate::data::resolve_data_dir(flag, kind)
+    };
+    let files = SiteFiles::resolve(args.site.as_deref(), dir(DatasetKind::Mnist), dir(DatasetKind::Fashion));
     eprintln!("{}", files.describe());
-    serve(listener, Arc::new(data), model, files, AllowedHosts::with_bound(&args.host), Limits::default())
+    for kind in [DatasetKind::Mnist, DatasetKind::Fashion].into_iter().filter(|&k| k != data.kind) {
+        let d = dir(kind);
+        let state = if crate::data::files_present(&d) { "loaded when a run asks for it" } else { "not there: runs on it are refused" };
+        eprintln!("{}: {} ({state}; set {} to change)", kind.title(), d.display(), kind.dir_env());
+    }
+    let dirs = vec![(DatasetKind::Mnist, files.data_dir.clone()), (DatasetKind::Fashion, files.fashion_dir.clone())];
+    let state = AppState::with_data_dirs(Arc::new(data), model, dirs);
+    serve_until(listener, state, files, AllowedHosts::with_bound(&args.host), Limits::default(), shutdown_signal())
 }
 
 /// The warning for a `--host` that other machines can reach (None for loopback addresses).
@@ -117,27 +128,16 @@ pub fn exposure_warning(host: &str) -> Option<String> {
     ))
 }
 
-/// Serves on `listener` until Ctrl-C (or SIGTERM), then shuts down cleanly: the event streams
-/// end, a run in flight stops after its current batch (or GPU submission), and the call returns.
-/// `files` are the static files beside the API (`site.rs`). It answers requests addressed to `hosts` (and the address they arrive on), within `limits`.
+/// Serves `state` on `listener` until `shutdown` resolves (`mnist serve`: Ctrl-C or SIGTERM;
+/// tests: a future of their own), then shuts down cleanly: the event streams end, a run in
+/// flight stops after its current batch (or GPU submission), and the call returns. `files` are
+/// the static files beside the API (`site.rs`). It answers requests addressed to `hosts` (and
+/// the address they arrive on), within `limits`.
 ///
 /// Prints `listening on http://HOST:PORT/` on stdout when it is ready for the browser.
-pub fn serve(
-    listener: std::net::TcpListener,
-    data: Arc<Mnist>,
-    model: Option<ServeModel>,
-    files: SiteFiles,
-    hosts: AllowedHosts,
-    limits: Limits,
-) -> Result<()> {
-    serve_until(listener, data, model, files, hosts, limits, shutdown_signal())
-}
-
-/// [`serve`] until `shutdown` resolves instead of until a signal (tests stop it this way).
 pub fn serve_until(
     listener: std::net::TcpListener,
-    data: Arc<Mnist>,
-    model: Option<ServeModel>,
+    state: AppState,
     files: SiteFiles,
     hosts: AllowedHosts,
     limits: Limits,
@@ -146,7 +146,6 @@ pub fn serve_until(
     let addr: SocketAddr = listener.local_addr().map_err(|e| MnistError::io("the server socket", e))?;
     let io = |e| MnistError::io(format!("the server on {addr}"), e);
     listener.set_nonblocking(true).map_err(io)?;
-    let state = AppState::new(data, model);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io)?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;

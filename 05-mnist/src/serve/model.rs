@@ -43,6 +43,10 @@ impl ServeModel {
         ModelInfo {
             description: format!("{}, {}", self.model.spec.describe(), self.origin),
             hidden: self.model.spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
+            layers: self.model.spec.layers_string(),
+            loss: self.model.spec.loss().into(),
+            dataset: self.model.dataset,
+            class_names: super::state::class_names(self.model.dataset),
         }
     }
 

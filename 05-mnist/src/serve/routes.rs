@@ -7,11 +7,13 @@
 //! | GET    | `/api/status`  | the [`Snapshot`]: run, config, history, model, adapter   |
 //! | GET    | `/api/events`  | server-sent events: `snapshot` first, then live events   |
 //! | GET    | `/api/samples` | the grid's test digits and the model's predictions       |
-//! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running     |
+//! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running, or  |
+//! |        |                | if its `dataset`'s files are not on the server             |
 //! | POST   | `/api/stop`    | `{}`: stops the run after its current batch; 409 if none  |
 //! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
 //! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
 //! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
+//! | GET    | `/data/fashion/{file}` | Fashion-MNIST's, from its folder (`$FASHION_MNIST_DIR`) |
 //!
 //! Before any handler, `guard.rs` checks `Host` (421) and, on POSTs, `Origin` (403), bounds
 //! the request's time (408), caps event streams and predictions in flight (503), and adds the
@@ -99,7 +101,14 @@ async fn train(
     body: Result<Json<TrainRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Json(req) = body?;
-    let run = run::start(&state, req)?;
+    // Everything but the image counts first, so a bad request is refused before a data set
+    // is loaded for it.
+    req.validate(usize::MAX, usize::MAX).map_err(ApiError::invalid)?;
+    let (loader, kind) = (state.clone(), req.dataset);
+    let all = tokio::task::spawn_blocking(move || loader.dataset(kind))
+        .await
+        .map_err(|e| ApiError::internal(format!("loading the data set failed: {e}")))??;
+    let run = run::start(&state, req, all)?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "run": run }))))
 }
 

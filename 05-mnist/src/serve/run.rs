@@ -34,10 +34,11 @@ struct Outcome {
     last_test_acc: Option<f64>,
 }
 
-/// Starts a run on its own thread, or refuses: a bad request (422), a run already in flight
-/// (409), a server shutting down (503).
-pub(crate) fn start(state: &AppState, req: TrainRequest) -> Result<u64, ApiError> {
-    req.validate(state.data().train.len(), state.data().test.len()).map_err(ApiError::invalid)?;
+/// Starts a run on `all` (the request's data set, loaded: [`AppState::dataset`]) on its own
+/// thread, or refuses: a bad request (422), a run already in flight (409), a server shutting
+/// down (503).
+pub(crate) fn start(state: &AppState, req: TrainRequest, all: Arc<Mnist>) -> Result<u64, ApiError> {
+    req.validate(all.train.len(), all.test.len()).map_err(ApiError::invalid)?;
     // The training loop's own checks too, so nothing it would refuse gets a 202.
     req.config().validate().map_err(|e| ApiError::invalid(e.to_string()))?;
     if state.is_shutting_down() {
@@ -59,10 +60,12 @@ pub(crate) fn start(state: &AppState, req: TrainRequest) -> Result<u64, ApiError
     let run = state.next_run_id();
     let stop = Arc::new(AtomicBool::new(false));
     let (state2, req2, stop2) = (state.clone(), req.clone(), stop.clone());
+    let data = req.data(&all);
     let thread = std::thread::Builder::new()
         .name(format!("train-run-{run}"))
-        .spawn(move || run_thread(state2, run, req2, stop2))
+        .spawn(move || run_thread(state2, run, req2, data, stop2))
         .map_err(|e| ApiError::internal(format!("could not start the training thread: {e}")))?;
+    AppState::set_dataset(&mut live, req.dataset);
     live.training = true;
     live.run = Some(run);
     live.config = Some(req);
@@ -77,8 +80,8 @@ pub(crate) fn start(state: &AppState, req: TrainRequest) -> Result<u64, ApiError
 }
 
 /// The body of a run's thread: trains, then frees the run's slot and says how it ended.
-fn run_thread(state: AppState, run: u64, req: TrainRequest, stop: Arc<AtomicBool>) {
-    let result = catch_unwind(AssertUnwindSafe(|| train_run(&state, run, &req, &stop)));
+fn run_thread(state: AppState, run: u64, req: TrainRequest, data: Arc<Mnist>, stop: Arc<AtomicBool>) {
+    let result = catch_unwind(AssertUnwindSafe(|| train_run(&state, run, &req, &data, &stop)));
     let result = result.unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
@@ -150,11 +153,9 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
     AdapterInfo { name: ctx.adapter_line(), software, warning }
 }
 
-fn train_run(state: &AppState, run: u64, req: &TrainRequest, stop: &AtomicBool) -> Result<Outcome, String> {
+/// Trains `req` on `data` (the request's subsets of its data set: the loop uses all of it).
+fn train_run(state: &AppState, run: u64, req: &TrainRequest, data: &Mnist, stop: &AtomicBool) -> Result<Outcome, String> {
     let cfg = req.config();
-    // The subsets, when asked for (the training loop uses all of `data`).
-    let data = req.data(state.data());
-    let data: &Mnist = &data;
     let batch = cfg.batch_size.min(data.train.len());
     let (device, adapter) = choose_device(state, req.device)?;
     state.update(|live| {

@@ -4,8 +4,9 @@
 //! - `GET /pkg/{file}`: the trainer compiled to WebAssembly (`mnist_web.js`,
 //!   `mnist_web_bg.wasm`), from the site folder that `05-mnist/web/build.sh` writes
 //!   (`--site DIR`, by default `target/site` of the workspace);
-//! - `GET /data/{file}`: MNIST's four files from the server's data folder, gzipped or not, for
-//!   the page to train on in the browser.
+//! - `GET /data/{file}`: MNIST's four files from the server's MNIST folder, gzipped or not, for
+//!   the page to train on in the browser; `GET /data/fashion/{file}`: Fashion-MNIST's, from its
+//!   folder (the page's "Data set" choice picks which).
 //!
 //! Only those names are served (no paths, no listing), read-only.
 
@@ -29,13 +30,16 @@ const PKG_FILES: [(&str, &str); 2] =
 pub struct SiteFiles {
     /// The built site (holds `pkg/`), or None when it is not built.
     pub site: Option<PathBuf>,
-    /// The MNIST folder the server trains from.
+    /// The MNIST folder (served as `data/`).
     pub data_dir: PathBuf,
+    /// The Fashion-MNIST folder (served as `data/fashion/`).
+    pub fashion_dir: PathBuf,
 }
 
 impl SiteFiles {
     /// `--site` if given, else `target/site` under the workspace when the trainer is built there.
-    pub fn resolve(site: Option<&Path>, data_dir: PathBuf) -> Self {
+    /// `data_dir` and `fashion_dir` are MNIST's and Fashion-MNIST's folders.
+    pub fn resolve(site: Option<&Path>, data_dir: PathBuf, fashion_dir: PathBuf) -> Self {
         let site = match site {
             Some(dir) => Some(dir.to_path_buf()),
             None => {
@@ -46,7 +50,7 @@ impl SiteFiles {
                     .filter(|dir| dir.join("pkg").join(PKG_FILES[0].0).is_file())
             }
         };
-        Self { site, data_dir }
+        Self { site, data_dir, fashion_dir }
     }
 
     /// One line for the server's start-up output.
@@ -58,9 +62,13 @@ impl SiteFiles {
     }
 }
 
-/// `GET /pkg/{file}` and `GET /data/{file}`.
+/// `GET /pkg/{file}`, `GET /data/{file}` and `GET /data/fashion/{file}`.
 pub fn routes(files: SiteFiles) -> Router {
-    Router::new().route("/pkg/{file}", get(pkg)).route("/data/{file}", get(data)).with_state(files)
+    Router::new()
+        .route("/pkg/{file}", get(pkg))
+        .route("/data/{file}", get(mnist_data))
+        .route("/data/fashion/{file}", get(fashion_data))
+        .with_state(files)
 }
 
 async fn pkg(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
@@ -74,13 +82,22 @@ async fn pkg(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> 
     send(site.join("pkg").join(name), content_type).await
 }
 
-async fn data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
-    let base = file.strip_suffix(".gz").unwrap_or(&file);
+async fn mnist_data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
+    data(&files.data_dir, &file).await
+}
+
+async fn fashion_data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
+    data(&files.fashion_dir, &file).await
+}
+
+/// One of the four files (`NAME` or `NAME.gz`) from `dir`; any other name is a 404.
+async fn data(dir: &Path, file: &str) -> Response {
+    let base = file.strip_suffix(".gz").unwrap_or(file);
     if !FILE_NAMES.contains(&base) {
-        return ApiError::new(StatusCode::NOT_FOUND, "not one of MNIST's four files").into_response();
+        return ApiError::new(StatusCode::NOT_FOUND, "not one of the data set's four files").into_response();
     }
     let content_type = if file.ends_with(".gz") { "application/gzip" } else { "application/octet-stream" };
-    send(files.data_dir.join(&file), content_type).await
+    send(dir.join(file), content_type).await
 }
 
 /// The file at `path` (read off the async threads: the training images are 10 MB).
@@ -93,5 +110,38 @@ async fn send(path: PathBuf, content_type: &'static str) -> Response {
         }
         Ok(Err(e)) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
         Err(e) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn get(app: &Router, path: &str) -> (StatusCode, Vec<u8>) {
+        let res = app.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+        let status = res.status();
+        (status, axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap().to_vec())
+    }
+
+    #[tokio::test]
+    async fn each_data_set_is_served_from_its_own_folder_and_nothing_else_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (digits, clothes) = (tmp.path().join("mnist"), tmp.path().join("fashion"));
+        for (dir, bytes) in [(&digits, b"digits"), (&clothes, b"clothe")] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("t10k-labels-idx1-ubyte.gz"), bytes).unwrap();
+            std::fs::write(dir.join("secret.txt"), b"no").unwrap();
+        }
+        let app = routes(SiteFiles { site: None, data_dir: digits, fashion_dir: clothes });
+        assert_eq!(get(&app, "/data/t10k-labels-idx1-ubyte.gz").await, (StatusCode::OK, b"digits".to_vec()));
+        assert_eq!(get(&app, "/data/fashion/t10k-labels-idx1-ubyte.gz").await, (StatusCode::OK, b"clothe".to_vec()));
+        for path in ["/data/secret.txt", "/data/fashion/secret.txt", "/data/fashion/..%2Fsecret.txt", "/data/fashion/t10k-labels-idx1-ubyte"] {
+            assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
+        }
+        assert_eq!(get(&app, "/pkg/mnist_web.js").await.0, StatusCode::NOT_FOUND, "no site built");
     }
 }

@@ -1,4 +1,4 @@
-//! The server's shared state: the data set, the current model, the run in flight, and the
+//! The server's shared state: the data sets, the current model, the run in flight, and the
 //! channel that carries events to every connected page.
 //!
 //! One mutex guards everything that changes ([`Live`]). Events are sent *while holding it*, and
@@ -9,6 +9,7 @@
 //! knows nothing of it); the async handlers only flip flags and read this state, so the server
 //! stays responsive while the CPU or the GPU is busy.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -22,6 +23,7 @@ use super::error::ApiError;
 use super::events::{AdapterInfo, EpochEvent, ProgressEvent, Published, SamplesEvent, Snapshot};
 use super::model::ServeModel;
 use crate::data::{Mnist, PIXELS};
+use crate::datasets::DatasetKind;
 
 /// How many test digits the page's grid shows.
 pub const SAMPLE_COUNT: usize = 24;
@@ -35,9 +37,10 @@ pub struct AppState {
 }
 
 struct Inner {
-    data: Arc<Mnist>,
-    /// Indices into the test set of the grid's digits.
-    sample_indices: Vec<usize>,
+    /// The data sets loaded so far: the one the server started with, and those runs asked for.
+    datasets: Mutex<Vec<Arc<Mnist>>>,
+    /// Where each data set's files are, for loading one the first time a run asks for it.
+    data_dirs: Vec<(DatasetKind, PathBuf)>,
     tx: broadcast::Sender<Arc<Published>>,
     /// Becomes `true` when the server shuts down; event streams end then.
     shutdown: watch::Sender<bool>,
@@ -50,6 +53,9 @@ struct Inner {
 /// What changes while the server runs.
 #[derive(Default)]
 pub(crate) struct Live {
+    /// The data set of the grid and of the latest run (the server's `--dataset` until a run
+    /// asks for another).
+    pub dataset: DatasetKind,
     pub training: bool,
     pub run: Option<u64>,
     pub config: Option<TrainRequest>,
@@ -65,18 +71,28 @@ pub(crate) struct Live {
 }
 
 impl AppState {
-    /// State for a server on `data`, predicting with `model` until a run makes a new one.
+    /// State for a server on `data`, predicting with `model` until a run makes a new one. A run
+    /// that asks for the other data set loads it from its default folder
+    /// (`data::resolve_data_dir`: `$FASHION_MNIST_DIR`, `$MNIST_DIR`, or `data/` of the
+    /// workspace); see [`AppState::with_data_dirs`].
     pub fn new(data: Arc<Mnist>, model: Option<ServeModel>) -> Self {
+        let dirs = [DatasetKind::Mnist, DatasetKind::Fashion].map(|k| (k, crate::data::resolve_data_dir(None, k)));
+        Self::with_data_dirs(data, model, dirs.to_vec())
+    }
+
+    /// [`AppState::new`], with the folder each data set is loaded from when a run first asks
+    /// for it (`data` itself is loaded already).
+    pub fn with_data_dirs(data: Arc<Mnist>, model: Option<ServeModel>, data_dirs: Vec<(DatasetKind, PathBuf)>) -> Self {
         let (tx, _) = broadcast::channel(CHANNEL_CAPACITY);
         let (shutdown, _) = watch::channel(false);
-        let sample_indices = (0..SAMPLE_COUNT.min(data.test.len())).collect();
+        let live = Live { dataset: data.kind, ..Live::default() };
         let state = Self {
             inner: Arc::new(Inner {
-                data,
-                sample_indices,
+                datasets: Mutex::new(vec![data]),
+                data_dirs,
                 tx,
                 shutdown,
-                live: Mutex::new(Live::default()),
+                live: Mutex::new(live),
                 next_run: AtomicU64::new(1),
                 gpu: Mutex::new(None),
             }),
@@ -87,8 +103,73 @@ impl AppState {
         state
     }
 
-    pub fn data(&self) -> &Arc<Mnist> {
-        &self.inner.data
+    /// The data set of the grid and of the latest run.
+    pub fn data(&self) -> Arc<Mnist> {
+        let kind = self.lock().dataset;
+        self.loaded_or_first(kind)
+    }
+
+    /// Data set `kind` if loaded, else the one the server started with. Takes only the data
+    /// sets' lock (callers may hold the live state's).
+    fn loaded_or_first(&self, kind: DatasetKind) -> Arc<Mnist> {
+        let sets = self.inner.datasets.lock().unwrap_or_else(|p| p.into_inner());
+        sets.iter().find(|d| d.kind == kind).unwrap_or(&sets[0]).clone()
+    }
+
+    fn loaded(&self, kind: DatasetKind) -> Option<Arc<Mnist>> {
+        self.inner.datasets.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|d| d.kind == kind).cloned()
+    }
+
+    /// The data set `kind`, loaded from its folder the first time it is asked for (blocking:
+    /// a second or two; call it off the async threads). 409 when its files are not there.
+    pub fn dataset(&self, kind: DatasetKind) -> Result<Arc<Mnist>, ApiError> {
+        if let Some(d) = self.loaded(kind) {
+            return Ok(d);
+        }
+        let dir = self.data_dir(kind);
+        if !crate::data::files_present(&dir) {
+            return Err(ApiError::conflict(format!(
+                "dataset: {} is not on this server ({} has no train-images-idx3-ubyte(.gz) and the rest); set {} to \
+                 the folder with its four files and restart, or start the server with --dataset {} --data-dir DIR \
+                 (mnist train --dataset {} downloads them)",
+                kind.title(),
+                dir.display(),
+                kind.dir_env(),
+                kind.name(),
+                kind.name()
+            )));
+        }
+        let data = crate::data::load(&dir, kind)
+            .map_err(|e| ApiError::conflict(format!("dataset: {} could not be loaded from {}: {e}", kind.title(), dir.display())))?;
+        let data = Arc::new(data);
+        let mut sets = self.inner.datasets.lock().unwrap_or_else(|p| p.into_inner());
+        // Two requests may have loaded it at once: keep the first.
+        match sets.iter().find(|d| d.kind == kind) {
+            Some(d) => Ok(d.clone()),
+            None => {
+                sets.push(data.clone());
+                Ok(data)
+            }
+        }
+    }
+
+    /// The folder data set `kind` is (or would be) loaded from.
+    pub fn data_dir(&self, kind: DatasetKind) -> PathBuf {
+        self.inner
+            .data_dirs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, d)| d.clone())
+            .unwrap_or_else(|| crate::data::resolve_data_dir(None, kind))
+    }
+
+    /// Makes `kind` the data set of the grid (a run on it is starting). The old grid's
+    /// predictions are of other images: they go.
+    pub(crate) fn set_dataset(live: &mut Live, kind: DatasetKind) {
+        if live.dataset != kind {
+            live.dataset = kind;
+            live.samples_predicted = None;
+        }
     }
 
     /// Locks the live state. A panic while it was held (there should be none: the training
@@ -118,6 +199,7 @@ impl AppState {
     }
 
     fn snapshot_of(&self, live: &Live) -> Snapshot {
+        let data = self.loaded_or_first(live.dataset);
         Snapshot {
             training: live.training,
             run: live.run,
@@ -129,10 +211,10 @@ impl AppState {
             samples_predicted: live.samples_predicted.clone(),
             last_outcome: live.last_outcome.clone(),
             last_error: live.last_error.clone(),
-            dataset: self.inner.data.kind,
-            class_names: self.inner.data.kind.class_names().iter().map(|n| n.to_string()).collect(),
-            train_images: self.inner.data.train.len(),
-            test_images: self.inner.data.test.len(),
+            dataset: data.kind,
+            class_names: class_names(data.kind),
+            train_images: data.train.len(),
+            test_images: data.test.len(),
         }
     }
 
@@ -149,34 +231,40 @@ impl AppState {
             live.model = Some(model.clone());
             let mut events = vec![Published::new("model", &model.info())];
             match predicted {
-                Ok(p) => {
+                Ok(Some(p)) => {
                     live.samples_predicted = Some(p.clone());
                     events.push(Published::new("samples", &SamplesEvent { predicted: p }));
                 }
+                Ok(None) => live.samples_predicted = None,
                 Err(e) => live.last_error = Some(format!("could not predict the test digits: {e}")),
             }
             events
         });
     }
 
-    fn predict_samples(&self, model: &ServeModel) -> crate::Result<Vec<u8>> {
-        let test = &self.inner.data.test;
-        let mut pixels = Vec::with_capacity(self.inner.sample_indices.len() * PIXELS);
-        for &i in &self.inner.sample_indices {
-            pixels.extend_from_slice(test.image(i));
+    /// The model's predictions for the grid; None for a model of another data set (its classes
+    /// are not these images').
+    fn predict_samples(&self, model: &ServeModel) -> crate::Result<Option<Vec<u8>>> {
+        let data = self.data();
+        if model.model().dataset != data.kind {
+            return Ok(None);
         }
-        model.classify(&pixels)
+        let n = SAMPLE_COUNT.min(data.test.len());
+        model.classify(&data.test.images[..n * PIXELS]).map(Some)
     }
 
-    /// The grid: its digits, labels, and the current model's predictions.
+    /// The grid: the first test images of the current data set, their labels and class names,
+    /// and the current model's predictions.
     pub fn samples(&self) -> SamplesResponse {
-        let test = &self.inner.data.test;
-        let idx = &self.inner.sample_indices;
+        let data = self.data();
+        let n = SAMPLE_COUNT.min(data.test.len());
         SamplesResponse {
-            indices: idx.clone(),
-            pixels: idx.iter().flat_map(|&i| test.image(i).iter().copied()).collect(),
-            labels: idx.iter().map(|&i| test.labels[i]).collect(),
+            indices: (0..n).collect(),
+            pixels: data.test.images[..n * PIXELS].to_vec(),
+            labels: data.test.labels[..n].to_vec(),
             predicted: self.lock().samples_predicted.clone(),
+            dataset: data.kind,
+            class_names: class_names(data.kind),
         }
     }
 
@@ -239,4 +327,9 @@ impl AppState {
     pub fn is_training(&self) -> bool {
         self.lock().training
     }
+}
+
+/// The class names of `kind`, by label, as the page shows them.
+pub(crate) fn class_names(kind: DatasetKind) -> Vec<String> {
+    kind.class_names().iter().map(|n| n.to_string()).collect()
 }

@@ -1,5 +1,6 @@
 //! What defines a run: [`TrainConfig`], and the choices the command line and the web page share
-//! ([`OptimizerChoice`], [`Schedule`]; the device is in `device.rs`). Each choice is one enum
+//! ([`OptimizerChoice`], [`Schedule`], [`LossChoice`]; the device is in `device.rs`, the data set
+//! in `datasets.rs`). Each choice is one enum
 //! that both clap (`--optimizer sgd`) and serde (`"optimizer": "sgd"`) read, with the same
 //! lower-case names.
 
@@ -37,6 +38,37 @@ impl OptimizerChoice {
         match self {
             OptimizerChoice::Sgd => Optimizer::sgd(lr, momentum),
             OptimizerChoice::Adam => Optimizer::adam(lr),
+        }
+    }
+}
+
+/// The loss after the last layer (stage 04's [`Loss`]), as `--loss` and `"loss"` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossChoice {
+    /// Softmax, then cross-entropy of the label (the usual classifier loss).
+    #[default]
+    #[value(alias = "ce")]
+    #[serde(alias = "ce")]
+    CrossEntropy,
+    /// Mean squared error against the one-hot label.
+    Mse,
+}
+
+impl LossChoice {
+    pub fn loss(self) -> Loss {
+        match self {
+            LossChoice::CrossEntropy => Loss::CrossEntropy,
+            LossChoice::Mse => Loss::Mse,
+        }
+    }
+}
+
+impl From<Loss> for LossChoice {
+    fn from(loss: Loss) -> Self {
+        match loss {
+            Loss::CrossEntropy => LossChoice::CrossEntropy,
+            Loss::Mse => LossChoice::Mse,
         }
     }
 }
@@ -148,23 +180,29 @@ impl TrainConfig {
 
     /// The network, checked: the layers' shapes, 784 inputs, 10 classes.
     pub fn spec(&self) -> Result<NetworkSpec> {
-        let spec = NetworkSpec::sequential(self.layers.clone(), self.loss)
-            .map_err(|e| MnistError::InvalidArgument(format!("--layers (or --hidden): {e}")))?;
-        if spec.input() != PIXELS || spec.output() != CLASSES {
-            return Err(MnistError::InvalidArgument(format!(
-                "--layers (or --hidden): the network maps {} inputs to {} outputs; images have 784 pixels and there are \
-                 10 classes (start with 784, end with 10: 784-128-relu-10)",
-                spec.input(),
-                spec.output()
-            )));
-        }
-        Ok(spec)
+        network(&self.layers, self.loss).map_err(|e| MnistError::InvalidArgument(format!("--layers (or --hidden): {e}")))
     }
 
     /// The starting learning rate.
     pub fn lr(&self) -> f32 {
         self.optimizer.lr()
     }
+}
+
+/// `layers` ending in `loss` as a network for 28x28 images and 10 classes, or why not: the
+/// error names the layer (`layer 3 (Linear(64, 10)) takes 64 inputs, ...`). The command line
+/// puts the flag before it, the web API the field.
+pub fn network(layers: &[Layer], loss: Loss) -> std::result::Result<NetworkSpec, String> {
+    let spec = NetworkSpec::sequential(layers.to_vec(), loss).map_err(|e| e.to_string())?;
+    if spec.input() != PIXELS || spec.output() != CLASSES {
+        return Err(format!(
+            "the network maps {} inputs to {} outputs; images have 784 pixels and there are \
+             10 classes (start with 784, end with 10: 784-128-relu-10)",
+            spec.input(),
+            spec.output()
+        ));
+    }
+    Ok(spec)
 }
 
 #[cfg(test)]
@@ -225,7 +263,15 @@ mod tests {
         }
         same::<OptimizerChoice>();
         same::<Schedule>();
+        same::<LossChoice>();
+        same::<crate::datasets::DatasetKind>();
         same::<super::super::DeviceChoice>();
+        assert_eq!(serde_json::from_str::<LossChoice>("\"ce\"").unwrap(), LossChoice::CrossEntropy);
+        assert_eq!(LossChoice::from_str("ce", true), Ok(LossChoice::CrossEntropy));
+        for (choice, loss) in [(LossChoice::CrossEntropy, Loss::CrossEntropy), (LossChoice::Mse, Loss::Mse)] {
+            assert_eq!((choice.loss(), LossChoice::from(loss)), (loss, choice));
+            assert_eq!(choice.to_possible_value().unwrap().get_name(), loss.name());
+        }
         assert_eq!(OptimizerChoice::Sgd.optimizer(0.05, 0.9), Optimizer::sgd(0.05, 0.9));
         assert_eq!(OptimizerChoice::Adam.optimizer(OptimizerChoice::Adam.default_lr(), 0.9), Optimizer::adam(0.001));
     }

@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use gpu_layers::Layer;
+use gpu_layers::{Layer, NetworkSpec};
 use serde::{Deserialize, Serialize};
 
-use super::{DeviceChoice, OptimizerChoice, Schedule, TrainConfig};
+use super::{DeviceChoice, LossChoice, OptimizerChoice, Schedule, TrainConfig, network};
 use crate::data::Mnist;
+use crate::datasets::DatasetKind;
 
 /// Limits on a training request. Generous enough for real use, small enough that one request
 /// cannot tie the server up for days or ask for gigabytes.
@@ -19,9 +20,11 @@ pub const MAX_BATCH_SIZE: usize = 8192;
 pub const MAX_LR: f32 = 10.0;
 
 /// The body of `POST /api/train`. Every field may be left out; the defaults are the command
-/// line's (`mnist train`: Adam, lr 0.001, cosine schedule), except `epochs`, which is 5 here so
-/// a first click finishes soon. The choices are the command line's types, with the same names
-/// (`"optimizer": "sgd"` is `--optimizer sgd`).
+/// line's (`mnist train`: 784-128-relu-10, cross-entropy, Adam, lr 0.001, cosine schedule,
+/// MNIST), except `epochs`, which is 5 here so a first click finishes soon. The choices are the
+/// command line's types, with the same names (`"optimizer": "sgd"` is `--optimizer sgd`,
+/// `"loss": "mse"` is `--loss mse`, `"dataset": "fashion"` is `--dataset fashion`, `"layers"`
+/// is `--layers` and `"hidden": [512, 256]` is `--hidden 512,256`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainRequest {
@@ -31,6 +34,10 @@ pub struct TrainRequest {
     /// replaces `hidden`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers: Option<String>,
+    /// The loss after the last layer.
+    pub loss: LossChoice,
+    /// The data set to train and test on.
+    pub dataset: DatasetKind,
     pub lr: f32,
     pub batch_size: usize,
     pub epochs: usize,
@@ -52,6 +59,8 @@ impl Default for TrainRequest {
         Self {
             hidden: vec![128],
             layers: None,
+            loss: LossChoice::CrossEntropy,
+            dataset: DatasetKind::Mnist,
             lr: 0.001,
             batch_size: 64,
             epochs: 5,
@@ -71,31 +80,7 @@ impl TrainRequest {
     /// `Err` names the field (`mnist serve` answers it as a 400).
     pub fn validate(&self, train_len: usize, test_len: usize) -> Result<(), String> {
         let bad = |msg: String| Err(msg);
-        if self.hidden.len() > MAX_HIDDEN_LAYERS {
-            return bad(format!(
-                "hidden: {} hidden layers requested; at most {MAX_HIDDEN_LAYERS} are allowed",
-                self.hidden.len()
-            ));
-        }
-        if let Some(&h) = self.hidden.iter().find(|&&h| h == 0 || h > MAX_HIDDEN_SIZE) {
-            return bad(format!("hidden: a layer of {h} units; each hidden layer needs 1 to {MAX_HIDDEN_SIZE} units"));
-        }
-        if let Some(text) = &self.layers {
-            let layers = self.layer_list().map_err(|e| format!("layers: {e}"))?;
-            let linears: Vec<usize> = layers
-                .iter()
-                .filter_map(|l| match l {
-                    Layer::Linear { outputs, .. } => Some(*outputs),
-                    _ => None,
-                })
-                .collect();
-            if linears.len() > MAX_HIDDEN_LAYERS + 1 {
-                return bad(format!("layers: `{text}` has {} hidden layers; at most {MAX_HIDDEN_LAYERS} are allowed", linears.len() - 1));
-            }
-            if let Some(&h) = linears.iter().find(|&&h| h > MAX_HIDDEN_SIZE) {
-                return bad(format!("layers: a layer of {h} units; each layer needs 1 to {MAX_HIDDEN_SIZE} units"));
-            }
-        }
+        self.check_network()?;
         if !self.lr.is_finite() || self.lr <= 0.0 || self.lr > MAX_LR {
             return bad(format!("lr: {} is not a learning rate; use a number in (0, {MAX_LR}], e.g. 0.001 for Adam or 0.05 for SGD", self.lr));
         }
@@ -132,6 +117,7 @@ impl TrainRequest {
         TrainConfig {
             // validate() has parsed the list already; a bad one fails TrainConfig::validate.
             layers: self.layer_list().unwrap_or_default(),
+            loss: self.loss.loss(),
             batch_size: self.batch_size,
             epochs: self.epochs,
             optimizer: self.optimizer.optimizer(self.lr, self.momentum),
@@ -145,6 +131,49 @@ impl TrainRequest {
     /// The number of training images this request uses.
     pub fn train_images(&self, train_len: usize) -> usize {
         self.limit_train.unwrap_or(train_len).min(train_len)
+    }
+
+    /// The network this request trains, checked: `layers` (or `hidden`) within the limits, the
+    /// shapes layer by layer, 784 inputs and 10 classes, with `loss`. `Err` names the field
+    /// and, for a shape, the layer (`layers: layer 3 (Linear(64, 10)) takes 64 inputs, ...`).
+    /// The page calls it as the visitor types ([`TrainRequest::validate`] calls it too).
+    pub fn check_network(&self) -> Result<NetworkSpec, String> {
+        let bad = |msg: String| Err(msg);
+        if self.hidden.len() > MAX_HIDDEN_LAYERS {
+            return bad(format!(
+                "hidden: {} hidden layers requested; at most {MAX_HIDDEN_LAYERS} are allowed",
+                self.hidden.len()
+            ));
+        }
+        if let Some(&h) = self.hidden.iter().find(|&&h| h == 0 || h > MAX_HIDDEN_SIZE) {
+            return bad(format!("hidden: a layer of {h} units; each hidden layer needs 1 to {MAX_HIDDEN_SIZE} units"));
+        }
+        if let Some(text) = &self.layers {
+            let layers = self.layer_list().map_err(|e| format!("layers: {e}"))?;
+            let linears: Vec<usize> = layers
+                .iter()
+                .filter_map(|l| match l {
+                    Layer::Linear { outputs, .. } => Some(*outputs),
+                    _ => None,
+                })
+                .collect();
+            if linears.len() > MAX_HIDDEN_LAYERS + 1 {
+                return bad(format!("layers: `{text}` has {} hidden layers; at most {MAX_HIDDEN_LAYERS} are allowed", linears.len() - 1));
+            }
+            if let Some(&h) = linears.iter().find(|&&h| h > MAX_HIDDEN_SIZE) {
+                return bad(format!("layers: a layer of {h} units; each layer needs 1 to {MAX_HIDDEN_SIZE} units"));
+            }
+        }
+        // The shapes, layer by layer (the message names the layer), and 784 in, 10 out.
+        let field = if self.layers.is_some() { "layers" } else { "hidden" };
+        let layers = self.layer_list().map_err(|e| format!("{field}: {e}"))?;
+        network(&layers, self.loss.loss()).map_err(|e| format!("{field}: {e}"))
+    }
+
+    /// The network this request trains, as the model file and the page write it
+    /// (`784-256-relu-dropout0.2-10`, with ` mse` after it for that loss), or why it cannot.
+    pub fn describe_network(&self) -> Result<String, String> {
+        self.check_network().map(|spec| spec.describe())
     }
 
     /// The part of `all` this request trains and evaluates on (`all` itself when it asks for
@@ -195,5 +224,47 @@ mod tests {
         assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
         assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
         assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
+    }
+
+    #[test]
+    fn layer_lists_are_checked_layer_by_layer_with_the_layer_named() {
+        let d = TrainRequest::default;
+        let layers = |t: &str| TrainRequest { layers: Some(t.into()), ..d() };
+        for (text, want) in [
+            ("784-128-relu-dropout1.5-10", "layer 3 (Dropout(1.5))"),
+            ("784-128-relu-dropoutx-10", "`dropoutx`: `x` is not a probability"),
+            ("784-128-relu-relx-10", "`relx` is not a layer"),
+            ("784-128-relu--10", "part 4 is empty"),
+            ("784-128-relu-12", "10 classes"),
+            ("100-10", "784 pixels"),
+            ("relu", "no linear layer"),
+        ] {
+            let e = err(layers(text));
+            assert!(e.starts_with("layers: ") && e.contains(want), "{text}: {want:?} not in {e:?}");
+        }
+        // A good list, with each loss; the description is the model file's.
+        let ok = layers("784-256-relu-dropout0.2-128-relu-10");
+        ok.validate(60_000, 10_000).unwrap();
+        assert_eq!(ok.describe_network().unwrap(), "784-256-relu-dropout0.2-128-relu-10");
+        let mse = TrainRequest { loss: LossChoice::Mse, ..layers("784-10") };
+        mse.validate(60_000, 10_000).unwrap();
+        assert_eq!(mse.describe_network().unwrap(), "784-10 mse");
+        assert_eq!(mse.config().loss, gpu_layers::Loss::Mse);
+        // The short form describes the same network as its long one.
+        let short = TrainRequest { hidden: vec![256, 128], ..d() };
+        assert_eq!(short.describe_network().unwrap(), "784-256-relu-128-relu-10");
+        assert_eq!(short.config().layers, layers("784-256-relu-128-relu-10").config().layers);
+    }
+
+    #[test]
+    fn the_json_names_are_the_command_lines() {
+        let req: TrainRequest =
+            serde_json::from_str(r#"{"layers": "784-64-relu-10", "loss": "mse", "dataset": "fashion"}"#).unwrap();
+        assert_eq!((req.loss, req.dataset), (LossChoice::Mse, DatasetKind::Fashion));
+        assert_eq!(serde_json::from_str::<TrainRequest>("{}").unwrap(), TrainRequest::default());
+        for bad in [r#"{"loss": "hinge"}"#, r#"{"dataset": "cifar"}"#, r#"{"layers": 784}"#] {
+            let e = serde_json::from_str::<TrainRequest>(bad).unwrap_err().to_string();
+            assert!(e.contains("unknown variant") || e.contains("invalid type"), "{bad}: {e}");
+        }
     }
 }

@@ -22,7 +22,7 @@ use mnist::datasets::DatasetKind;
 use mnist::idx::IdxArray;
 use mnist::metrics::EpochMetrics;
 use mnist::model_io::{self, Classifier, Model, argmax};
-use mnist::train::{self, Device, Event, TrainRequest};
+use mnist::train::{self, Device, Event, LossChoice, TrainRequest};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -36,10 +36,10 @@ pub struct Session {
 
 #[derive(Default)]
 struct Inner {
-    /// The checked files, in the order of [`FILE_NAMES`], until all four are there, and the
-    /// data set their checksums say they are (MNIST or Fashion-MNIST).
+    /// The data set the page asks for ([`Session::set_dataset`]), and its checked files, in the
+    /// order of [`FILE_NAMES`], until all four are there.
+    kind: DatasetKind,
     files: [Option<IdxArray>; 4],
-    kind: Option<DatasetKind>,
     data: Option<Arc<Mnist>>,
     model: Option<PageModel>,
     /// Made on first use and kept: asking for an adapter and a device takes a while.
@@ -78,11 +78,17 @@ struct AdapterJson {
     max_compute_invocations_per_workgroup: u32,
 }
 
-/// The `model` event's payload (`mnist serve` adds the hidden sizes, which the page does not
-/// use).
+/// The `model` event's payload, the shape of `mnist serve`'s `ModelInfo`.
 #[derive(Serialize)]
 struct ModelJson {
     description: String,
+    hidden: Vec<usize>,
+    /// Every layer in `--layers`' text form, and the loss.
+    layers: String,
+    loss: LossChoice,
+    /// What its ten outputs mean.
+    dataset: DatasetKind,
+    class_names: &'static [&'static str; 10],
 }
 
 #[derive(Serialize)]
@@ -91,6 +97,16 @@ struct SamplesJson<'a> {
     pixels: &'a [u8],
     labels: &'a [u8],
     predicted: Option<Vec<u8>>,
+    dataset: DatasetKind,
+    class_names: &'static [&'static str; 10],
+}
+
+/// [`check_network`]'s answer.
+#[derive(Serialize)]
+struct NetworkJson {
+    /// `784-256-relu-dropout0.2-10` (and ` mse` for that loss).
+    network: String,
+    parameters: usize,
 }
 
 #[derive(Serialize)]
@@ -111,11 +127,37 @@ struct FileJson<'a> {
 }
 
 /// The page's training form: `mnist serve`'s `POST /api/train` body ([`TrainRequest`], whose
-/// `device` a browser run ignores), checked the same way.
+/// `device` a browser run ignores), checked the same way, on the data set the page holds.
 fn parse_request(json: &str, data: &Mnist) -> Result<TrainRequest, JsError> {
     let req: TrainRequest = serde_json::from_str(json).map_err(|e| js_err(format!("the training form: {e}")))?;
     req.validate(data.train.len(), data.test.len()).map_err(js_err)?;
+    if req.dataset != data.kind {
+        return Err(js_err(format!(
+            "dataset: the page holds {}, not {}; choose {} as the data set and wait until its files are checked",
+            data.kind.title(),
+            req.dataset.title(),
+            req.dataset.title()
+        )));
+    }
+    config_checked(&req)?;
     Ok(req)
+}
+
+/// The training loop's own checks of `req` (a network too large, an optimizer it refuses).
+fn config_checked(req: &TrainRequest) -> Result<(), JsError> {
+    req.config().validate().map_err(js_err)
+}
+
+/// Checks the network of a training form (`{"layers": "784-128-relu-10", "loss": "mse"}`, or
+/// `{"hidden": [512, 256]}`: the fields of [`TrainRequest`]; the others are not looked at) with
+/// the parser and shape checks of `mnist train --layers`, and answers `{network, parameters}`
+/// as JSON, or the error, which names the field and the layer. The page calls it as the visitor
+/// types.
+#[wasm_bindgen]
+pub fn check_network(request: &str) -> Result<String, JsError> {
+    let req: TrainRequest = serde_json::from_str(request).map_err(|e| js_err(format!("the training form: {e}")))?;
+    let spec = req.check_network().map_err(js_err)?;
+    Ok(json(&NetworkJson { network: spec.describe(), parameters: spec.parameter_count() }))
 }
 
 /// The events of a run, in the shapes `mnist serve` streams (`serve/events.rs`), so that one
@@ -188,10 +230,25 @@ impl Session {
         Session { inner: Rc::new(RefCell::new(Inner::default())) }
     }
 
-    /// Checks one of the four files of MNIST or Fashion-MNIST (`name` as in [`FILE_NAMES`],
-    /// `.gz` or not; gzipped or not): its SHA-256 must be one of the known ones and its IDX
-    /// structure sound, and all four must be of the same data set. Keeps it; once all four are
-    /// in, the data set is ready. Returns `{name, dims, dataset, complete}` as JSON.
+    /// Chooses the data set the page trains on: `mnist` or `fashion` (the names of
+    /// `--dataset`). Choosing another one drops the files and the data set the page held; the
+    /// page then adds the new one's files ([`Session::add_file`]).
+    pub fn set_dataset(&self, name: &str) -> Result<(), JsError> {
+        let kind = DatasetKind::from_name(name).ok_or_else(|| js_err(format!("dataset `{name}`: use mnist or fashion")))?;
+        let mut inner = self.inner.borrow_mut();
+        if inner.kind != kind {
+            inner.kind = kind;
+            inner.files = Default::default();
+            inner.data = None;
+        }
+        Ok(())
+    }
+
+    /// Checks one of the four files of the chosen data set ([`Session::set_dataset`]; `name`
+    /// as in [`FILE_NAMES`], `.gz` or not; gzipped or not): its SHA-256 must be that set's and
+    /// its IDX structure sound. Keeps it; once all four are in, the data set is ready. Returns
+    /// `{name, dims, dataset, complete}` as JSON. A file of the other data set is refused with
+    /// a message that says so.
     pub fn add_file(&self, name: &str, bytes: &[u8]) -> Result<String, JsError> {
         let base = name.strip_suffix(".gz").unwrap_or(name);
         let slot = FILE_NAMES
@@ -199,25 +256,20 @@ impl Session {
             .position(|n| *n == base)
             .ok_or_else(|| js_err(format!("{name} is not one of the four files: {}", FILE_NAMES.join(", "))))?;
         let mut inner = self.inner.borrow_mut();
-        // The data set the other files are of, or, for the first, whichever set's sum matches.
-        let kinds = match inner.kind {
-            Some(kind) => vec![kind],
-            None => vec![DatasetKind::Mnist, DatasetKind::Fashion],
-        };
-        let mut why = Vec::new();
-        let mut found = None;
-        for kind in kinds {
-            match data::check_file(kind, name, bytes) {
-                Ok(arr) => {
-                    found = Some((kind, arr));
-                    break;
-                }
-                Err(e) => why.push(e),
+        let kind = inner.kind;
+        let arr = data::check_file(kind, name, bytes).map_err(|e| {
+            let other = [DatasetKind::Mnist, DatasetKind::Fashion].into_iter().find(|&k| k != kind && data::check_file(k, name, bytes).is_ok());
+            match other {
+                Some(k) => js_err(format!(
+                    "{name} is {}'s file, and the data set chosen is {}: choose {} as the data set to use it",
+                    k.title(),
+                    kind.title(),
+                    k.title()
+                )),
+                None => js_err(e),
             }
-        }
-        let (kind, arr) = found.ok_or_else(|| js_err(why.join("; ")))?;
+        })?;
         let dims = arr.dims.clone();
-        inner.kind = Some(kind);
         inner.files[slot] = Some(arr);
         if inner.files.iter().all(Option::is_some) {
             let files = std::mem::take(&mut inner.files).map(|f| f.expect("all four are present"));
@@ -251,19 +303,29 @@ impl Session {
         })
     }
 
-    /// The first `count` test digits for the grid, with the model's predictions if there is a
-    /// model: `{indices, pixels, labels, predicted}` as JSON (the shape of `GET /api/samples`).
+    /// The first `count` test images for the grid, with the model's predictions if there is a
+    /// model of this data set: `{indices, pixels, labels, predicted, dataset, class_names}` as
+    /// JSON (the shape of `GET /api/samples`).
     pub fn samples(&self, count: usize) -> Result<String, JsError> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let data = inner.data.as_ref().ok_or_else(|| js_err("no data set yet"))?;
         let n = count.min(data.test.len());
         let pixels = &data.test.images[..n * PIXELS];
+        // A model of the other data set would name these images with the wrong classes.
         let predicted = match inner.model.as_mut() {
-            Some(m) => Some(m.classifier.predict(pixels).map_err(js_err)?),
-            None => None,
+            Some(m) if m.model.dataset == data.kind => Some(m.classifier.predict(pixels).map_err(js_err)?),
+            _ => None,
         };
-        Ok(json(&SamplesJson { indices: (0..n).collect(), pixels, labels: &data.test.labels[..n], predicted }))
+        let kind = data.kind;
+        Ok(json(&SamplesJson {
+            indices: (0..n).collect(),
+            pixels,
+            labels: &data.test.labels[..n],
+            predicted,
+            dataset: kind,
+            class_names: kind.class_names(),
+        }))
     }
 
     /// Reads a drawing: `pixels: [height, width]` grey bytes, either polarity, any size. It is
@@ -321,7 +383,8 @@ impl Session {
         })
     }
 
-    /// The page's model as `{description, hidden}` JSON, or `null`.
+    /// The page's model as JSON (`{description, hidden, layers, loss, dataset, class_names}`),
+    /// or `null`.
     pub fn model_info(&self) -> String {
         let inner = self.inner.borrow();
         match &inner.model {
@@ -339,7 +402,7 @@ impl Session {
     }
 
     /// Loads a safetensors model (as written by `mnist train --save` or by this page), checked
-    /// like `mnist eval` checks it. Returns `{description, hidden}` as JSON.
+    /// like `mnist eval` checks it. Returns it as [`Session::model_info`] does.
     pub fn load_model(&self, bytes: &[u8], file_name: &str) -> Result<String, JsError> {
         let model = model_io::parse_model(bytes).map_err(|e| js_err(format!("{file_name}: {e}")))?;
         let page = PageModel::new(model, format!("loaded from {file_name}")).map_err(js_err)?;
@@ -357,11 +420,20 @@ impl PageModel {
 }
 
 fn model_json(m: &PageModel) -> ModelJson {
-    ModelJson { description: format!("{}, {}", m.model.spec.describe(), m.origin) }
+    let spec = &m.model.spec;
+    ModelJson {
+        description: format!("{}, {}", spec.describe(), m.origin),
+        hidden: spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
+        layers: spec.layers_string(),
+        loss: spec.loss().into(),
+        dataset: m.model.dataset,
+        class_names: m.model.dataset.class_names(),
+    }
 }
 
 fn session_data(inner: &Rc<RefCell<Inner>>) -> Result<Arc<Mnist>, JsError> {
-    inner.borrow().data.clone().ok_or_else(|| js_err("no data set yet: the page loads MNIST first (or pick the files)"))
+    let i = inner.borrow();
+    i.data.clone().ok_or_else(|| js_err(format!("no data set yet: the page loads {} first (or pick its files)", i.kind.title())))
 }
 
 /// The training device for "gpu" or "cpu", and how the page shows it.
