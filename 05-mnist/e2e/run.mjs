@@ -132,6 +132,8 @@ try {
   };
   const shape = SHAPES[process.env.E2E_DIGIT || "7"];
   if (!shape) fail(`E2E_DIGIT must be one of ${Object.keys(SHAPES)}`);
+  // The mouse draws at page coordinates inside the window: the pad must be in view.
+  await page.locator("#pad").scrollIntoViewIfNeeded();
   const box = await page.locator("#pad").boundingBox();
   const at = (x, y) => [box.x + (x / 280) * box.width, box.y + (y / 280) * box.height];
   const stroke = async (points) => {

@@ -122,7 +122,11 @@ function fillForm(cfg) {
   if (!cfg) return;
   $("layers").value = cfg.layers != null ? cfg.layers : (cfg.hidden.length ? cfg.hidden.join(",") : "none");
   if (cfg.loss) $("loss").value = cfg.loss;
-  if (cfg.dataset) $("dataset").value = cfg.dataset;
+  if (cfg.dataset && $("dataset").value !== cfg.dataset) {
+    // A run of the server's on the other data set: the page follows (browser runs need its files).
+    $("dataset").value = cfg.dataset;
+    if (state.web) loadData();
+  }
   checkNetwork();
   $("lr").value = cfg.lr;
   $("batch_size").value = cfg.batch_size;
@@ -233,7 +237,11 @@ function available(where) {
 }
 
 function setWhere(where) {
+  // The grid comes from the page's data set for a browser run and from the server's for a
+  // server run (they may be different data sets): a change of source reloads it.
+  const moved = (state.where === "server") !== (where === "server");
   state.where = where;
+  if (moved && state.samples) loadSamples();
   $("where").value = where;
   document.body.dataset.where = where;
   const pill = $("connection");
@@ -520,7 +528,7 @@ function applySnapshot(s) {
   if (s.last_error) showMessage(s.last_error);
   drawCharts();
   renderEpochTable();
-  if (state.samples && s.dataset && state.samples.dataset !== s.dataset && !(state.web && state.hasData)) loadSamples();
+  if (state.samples && s.dataset && state.samples.dataset !== s.dataset && state.where === "server") loadSamples();
   if (state.samples && s.samples_predicted !== undefined && state.model === "server") {
     state.samples.predicted = s.samples_predicted;
     renderSamples();
@@ -585,21 +593,21 @@ function dataText(text) { $("data-text").textContent = text; }
 /// each in WebAssembly, and caches what passed. Files that are missing leave the page asking
 /// the visitor to pick them. A change of data set while it loads starts it over.
 async function loadData() {
+  if (state.loadingData) return; // the run below notices a change of data set and starts over
   const dataset = $("dataset").value;
   state.web.set_dataset(dataset);
   state.dataset = dataset;
   state.hasData = state.web.has_data();
-  if (state.loadingData) return; // the loop below notices the change and starts over
   if (state.hasData) { dataReady([], {}); return; }
   state.loadingData = true;
   document.body.dataset.data = "loading";
   refreshWhere();
+  const from = { cache: 0, site: 0 };
+  const missing = [];
   try {
     const cache = await openCache();
-    const from = { cache: 0, site: 0 };
-    const missing = [];
     for (const name of FILES) {
-      if (state.dataset !== $("dataset").value) break;
+      if ($("dataset").value !== dataset) break;
       let bytes = null;
       const hit = cache && (await cache.match(cacheKey(dataset, name)));
       if (hit) {
@@ -620,12 +628,11 @@ async function loadData() {
         showMessage(errorText(e));
       }
     }
-    state.loadingData = false;
-    if (state.dataset !== $("dataset").value) { loadData(); return; }
-    dataReady(missing, from);
   } finally {
     state.loadingData = false;
   }
+  if ($("dataset").value !== dataset) { loadData(); return; }
+  dataReady(missing, from);
 }
 
 function dataReady(missing, from) {
