@@ -102,6 +102,8 @@ fn any_json() -> impl Strategy<Value = Value> {
         (0u64..300).prop_map(Value::from),
         "[a-z0-9 ,.-]{0,12}".prop_map(Value::from),
         prop_oneof![Just("cpu"), Just("sgd"), Just("adam"), Just("cosine"), Just("constant"), Just("gpu")].prop_map(Value::from),
+        prop_oneof![Just("mse"), Just("cross-entropy"), Just("mnist"), Just("784-16-relu-dropout0.5-10"), Just("784-16-relu-dropout1-10")]
+            .prop_map(Value::from),
     ];
     leaf.prop_recursive(2, 24, 6, |inner| {
         prop_oneof![
@@ -111,8 +113,10 @@ fn any_json() -> impl Strategy<Value = Value> {
     })
 }
 
-const TRAIN_FIELDS: [&str; 11] =
-    ["hidden", "lr", "batch_size", "epochs", "optimizer", "momentum", "schedule", "device", "limit_train", "seed", "extra"];
+const TRAIN_FIELDS: [&str; 14] = [
+    "hidden", "layers", "loss", "dataset", "lr", "batch_size", "epochs", "optimizer", "momentum", "schedule", "device", "limit_train",
+    "seed", "extra",
+];
 
 /// A training request's object: some of its fields (and sometimes an unknown one) with random
 /// values. `device` is always `cpu` (a valid request trains at once, with no GPU to open).

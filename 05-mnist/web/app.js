@@ -53,6 +53,7 @@ const state = {
   loadingData: false,
   classNames: DIGITS, // what the model's ten outputs mean (from its data set)
   modelDataset: null, // the data set the model was trained on
+  modelLoss: null,  // its loss: "mse" models give scores, not probabilities
   model: null,      // "page" (the WebAssembly session has one), "server", or null
   events: null,     // the server's EventSource while "the server" is chosen
   browserRun: 0,
@@ -284,8 +285,10 @@ function showModel(model, source) {
   state.model = model ? source : null;
   state.classNames = (model && model.class_names) || DIGITS;
   state.modelDataset = model && model.dataset;
+  state.modelLoss = model && model.loss;
   const digits = state.classNames === DIGITS || state.classNames[0] === "0";
-  $("draw-title").textContent = digits ? "Draw a digit" : "Draw something";
+  $("draw-title").textContent = digits ? "Draw a digit" : "Draw a piece of clothing";
+  if (!inked) $("draw-text").textContent = drawHint();
   labelProbs();
   $("model").textContent = model ? model.description : "none yet: train one or load one";
   $("download-model").disabled = state.model !== "page";
@@ -729,7 +732,12 @@ function clearPad() {
   inked = false;
   renderProbs(null);
   paintDigit($("seen"), new Array(PIXELS).fill(0), 0);
-  $("draw-text").textContent = "Draw a digit, white on black, with a mouse or a finger.";
+  $("draw-text").textContent = drawHint();
+}
+
+function drawHint() {
+  const what = state.classNames[0] === "0" ? "a digit" : "a piece of clothing";
+  return `Draw ${what}, white on black, with a mouse or a finger.`;
 }
 
 function padPoint(ev) {
@@ -798,7 +806,7 @@ async function predictNow() {
     const where = state.model === "page" ? "in this page" : "on the server";
     const name = state.classNames[r.digit] === undefined ? String(r.digit) : state.classNames[r.digit];
     $("draw-text").textContent = `The network reads ${/^[0-9]$/.test(name) ? "a " + name : "“" + name + "”"} ` +
-      `(${pct(r.probabilities[r.digit])}, ${where}).`;
+      `(${state.modelLoss === "mse" ? "score " + r.probabilities[r.digit].toFixed(3) : pct(r.probabilities[r.digit])}, ${where}).`;
   } catch (e) {
     $("draw-text").textContent = "Could not classify: " + errorText(e);
   } finally {
@@ -819,16 +827,22 @@ function labelProbs() {
     }
   }
   [...list.children].forEach((li, d) => { li.querySelector(".digit").textContent = state.classNames[d]; });
+  list.classList.toggle("names", state.classNames[0] !== "0");
   return list;
 }
 
+/// The ten outputs as bars. A cross-entropy model's are probabilities (softmax); an MSE model's
+/// are its raw outputs, trained towards the one-hot label: scores, not probabilities, which can
+/// fall below 0 or pass 1. They are shown as numbers and the bars are clipped to [0, 1].
 function renderProbs(probs) {
   const list = labelProbs();
   const best = probs ? probs.indexOf(Math.max(...probs)) : -1;
+  const scores = state.modelLoss === "mse";
+  list.setAttribute("aria-label", scores ? "the model's score for each class (MSE: not probabilities)" : "probability of each class");
   [...list.children].forEach((li, d) => {
     const p = probs ? probs[d] : 0;
-    li.querySelector(".bar div").style.width = (100 * p).toFixed(1) + "%";
-    li.querySelector(".pct").textContent = probs ? (100 * p).toFixed(1) + "%" : "";
+    li.querySelector(".bar div").style.width = (100 * Math.min(Math.max(p, 0), 1)).toFixed(1) + "%";
+    li.querySelector(".pct").textContent = !probs ? "" : scores ? p.toFixed(3) : (100 * p).toFixed(1) + "%";
     li.classList.toggle("best", d === best);
   });
   list.dataset.ready = probs ? "true" : "false";
