@@ -46,6 +46,7 @@ const state = {
   web: null,        // the WebAssembly module's Session, once loaded
   wasm: null,       // the module itself (its free functions: check_network)
   webError: null,   // why the in-browser trainer is not available
+  trainerMissing: false, // `mnist serve` without the in-browser trainer
   gpu: null,        // the WebGPU adapter's description, once asked for
   gpuError: null,   // why WebGPU is not available
   hasData: false,   // the page holds the checked data set
@@ -881,6 +882,9 @@ async function probeServer() {
   try {
     const res = await fetch(location.pathname, { method: "HEAD", cache: "no-store" });
     state.server = res.headers.get("x-served-by") === "mnist serve";
+    // `mnist serve` says whether it has the in-browser trainer (pkg/): without it, asking for
+    // pkg/mnist_web.js would only log a 404.
+    state.trainerMissing = res.headers.get("x-in-browser-trainer") === "not built";
   } catch (_) {
     state.server = false;
   }
@@ -919,7 +923,9 @@ async function start() {
   clearPad();
   drawCharts();
   document.body.dataset.where = state.where;
-  await Promise.all([probeServer(), loadWasm()]);
+  await probeServer();
+  if (state.trainerMissing) state.webError = "not built into this server (bash 05-mnist/web/build.sh)";
+  else await loadWasm();
   await probeWebGpu();
   refreshWhere();
   if (state.web) {

@@ -151,7 +151,8 @@ pub fn serve_until(
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;
         println!("listening on http://{addr}/  (Ctrl-C stops the server)");
         let signal_state = state.clone();
-        let app = routes::protect(routes::api(state.clone(), limits).merge(site::routes(files)), hosts, limits);
+        let page = routes::api(state.clone(), limits).layer(axum::middleware::map_response(site::trainer_header(&files)));
+        let app = routes::protect(page.merge(site::routes(files)), hosts, limits);
         connections::serve_connections(listener, app, limits, async move {
             shutdown.await;
             eprintln!("shutting down: a training run in flight stops after its current batch");

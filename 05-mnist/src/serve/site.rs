@@ -62,6 +62,20 @@ impl SiteFiles {
     }
 }
 
+/// The header that tells the page whether this server has the in-browser trainer (`pkg/`): a
+/// page served without it does not ask for `pkg/mnist_web.js`, whose 404 the browser would log
+/// as an error.
+pub const TRAINER_HEADER: &str = "x-in-browser-trainer";
+
+/// A response mapper that adds [`TRAINER_HEADER`] (`built` or `not built`) to the page's answers.
+pub fn trainer_header(files: &SiteFiles) -> impl Fn(Response) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    let value = header::HeaderValue::from_static(if files.site.is_some() { "built" } else { "not built" });
+    move |mut res: Response| {
+        res.headers_mut().insert(TRAINER_HEADER, value.clone());
+        std::future::ready(res)
+    }
+}
+
 /// `GET /pkg/{file}`, `GET /data/{file}` and `GET /data/fashion/{file}`.
 pub fn routes(files: SiteFiles) -> Router {
     Router::new()
@@ -143,5 +157,14 @@ mod tests {
             assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
         }
         assert_eq!(get(&app, "/pkg/mnist_web.js").await.0, StatusCode::NOT_FOUND, "no site built");
+    }
+
+    #[tokio::test]
+    async fn the_page_is_told_whether_the_trainer_is_built() {
+        for (site, want) in [(None, "not built"), (Some(PathBuf::from("site")), "built")] {
+            let files = SiteFiles { site, data_dir: PathBuf::new(), fashion_dir: PathBuf::new() };
+            let res = trainer_header(&files)(().into_response()).await;
+            assert_eq!(res.headers()[TRAINER_HEADER], want);
+        }
     }
 }
