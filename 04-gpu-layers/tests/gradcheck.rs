@@ -337,7 +337,9 @@ fn network_gradients_match_finite_differences_on_both_devices() {
         NetworkSpec::parse("flatten-4-6-gelu-dropout0.5-5-tanh-3-sigmoid", Loss::Mse).unwrap(),
         NetworkSpec::parse("4-7-relu-dropout0.3-3", Loss::CrossEntropy).unwrap(),
     ];
-    for spec in specs {
+    // Each network twice: trainers sized for exactly `rows`, and for 2 rows + 1 (a short last
+    // batch: the loss must average over the live rows only and leave the others out).
+    for (spec, max_batch) in specs.iter().flat_map(|s| [(s, rows), (s, 2 * rows + 1)]) {
         let x32 = Matrix::random_uniform(rows, spec.input(), -1.0, 1.0, 11);
         let x: Vec<f64> = x32.data.iter().map(|&v| v as f64).collect();
         let labels: Vec<u32> = (0..rows as u32).map(|r| r % spec.output() as u32).collect();
@@ -353,7 +355,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
         let mut computed: Vec<(String, Vec<Matrix>)> = Vec::new();
         let mut masks: Vec<Option<Vec<f64>>> = vec![None; spec.layers().len()];
         for fusion in [Fusion::Composed, Fusion::Fused] {
-            let mut c = CpuTrainer::with_fusion(&spec, opt, rows, 3, fusion).unwrap();
+            let mut c = CpuTrainer::with_fusion(spec, opt, max_batch, 3, fusion).unwrap();
             c.train_step(&x32, &labels).unwrap();
             computed.push((format!("CPU {fusion:?}"), c.gradients()));
             // The masks of the first step, from the CPU twin of the dropout kernel: the dropout
@@ -378,7 +380,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
                 gpu_layers::cpu::dropout_forward(&x1, &mut y, &mut m, seed, 0, gpu_layers::cpu::dropout_threshold(p), 1.0 / (1.0 - p));
                 masks[i] = Some(m.iter().map(|&v| v as f64).collect());
             }
-            let g = GpuTrainer::with_options(ctx, &gpu_layers::Kernels::new(), &spec, opt, rows, 3, fusion).unwrap();
+            let g = GpuTrainer::with_options(ctx, &gpu_layers::Kernels::new(), spec, opt, max_batch, 3, fusion).unwrap();
             g.write_batch(ctx, &x32, &labels).unwrap();
             g.train_steps(ctx, 1).unwrap();
             computed.push((format!("GPU {fusion:?}"), g.gradients(ctx).unwrap()));
@@ -387,11 +389,11 @@ fn network_gradients_match_finite_differences_on_both_devices() {
             let fd = finite_differences(&flat[l], |p| {
                 let mut params = flat.clone();
                 params[l] = p.to_vec();
-                network_loss64(&spec, &params, &masks, &x, rows, &labels)
+                network_loss64(spec, &params, &masks, &x, rows, &labels)
             });
             for (who, grads) in &computed {
                 let g: Vec<f32> = grads[2 * l].data.iter().chain(&grads[2 * l + 1].data).copied().collect();
-                assert_matches_fd(&format!("{} layer {} [dW; db], {who}", spec.describe(), l + 1), &g, &fd);
+                assert_matches_fd(&format!("{} layer {} [dW; db], {who}, batch {rows} of {max_batch}", spec.describe(), l + 1), &g, &fd);
             }
         }
     }

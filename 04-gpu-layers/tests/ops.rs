@@ -59,9 +59,11 @@ impl Case {
             let n = t.capacity(max_batch);
             match t.elem {
                 Elem::F32 => {
-                    // Optimizer state stays >= 0 (Adam's second moments are squares).
-                    let lo = if t.name == "state" { 0.0 } else { -1.0 };
-                    let data: Vec<f32> = (0..n).map(|_| rng.random_range(lo..1.0)).collect();
+                    // Everything in [-1, 1): SGD velocities and Adam's first moments of both
+                    // signs too. Only Adam's second moments (the back half of "moments") are
+                    // squares, in [0, 1).
+                    let lo = |j: usize| if t.name == "moments" && j >= n / 2 { 0.0 } else { -1.0 };
+                    let data: Vec<f32> = (0..n).map(|j| rng.random_range(lo(j)..1.0)).collect();
                     cpu.f32_mut(id).copy_from_slice(&data);
                     if self.outputs.contains(&id) {
                         ctx.poison(gpu.buffer(id));
@@ -287,6 +289,15 @@ fn softmax_cross_entropy_every_mode() {
     }
 }
 
+/// The optimizer state's tensor name, which [`Case::check`] fills by: "velocity" (SGD) all in
+/// [-1, 1); "moments" (Adam) first moments in [-1, 1), then second moments in [0, 1).
+fn state_name(opt: Optimizer) -> &'static str {
+    match opt {
+        Optimizer::Sgd { .. } => "velocity",
+        Optimizer::Adam { .. } => "moments",
+    }
+}
+
 #[test]
 fn optimizers_sgd_and_adam() {
     for len in [1, 17, 63, 65, 129 * 257] {
@@ -295,12 +306,84 @@ fn optimizers_sgd_and_adam() {
             let k = opt.state_per_parameter();
             let params = c.tensor("params", Dim::Fixed(1), len, Elem::F32);
             let grads = c.tensor("grads", Dim::Fixed(1), len, Elem::F32);
-            let state = c.tensor("state", Dim::Fixed(k), len, Elem::F32);
+            let state = c.tensor(state_name(opt), Dim::Fixed(k), len, Elem::F32);
             let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
             let op = Op::Update { params, grads, state, counters, len, opt };
             // The step is lr * (something of size ~1): allow 1e-4 of the largest lr (0.1).
             c.check(&[op], 1, 1, (1e-5, 1e-5));
         }
+    }
+}
+
+/// Adam worked by hand at steps 2 and 3, from first moments of both signs, on both devices:
+/// the optimizer the CLI and the page use by default (beta1 0.9, beta2 0.999, eps 1e-8; lr 0.01
+/// here). At step 1 from zero moments every parameter moves by lr * sign(g) whatever the bias
+/// corrections do; from step 2 on, the old moments and the corrections 1 - beta^t count.
+///
+/// ```text
+/// parameter 0: p = 1, m = -0.2, v = 0.04; g = 0.5 at t = 2, then -1 at t = 3
+///   t = 2: m = 0.9 (-0.2) + 0.1 (0.5) = -0.13          v = 0.999 (0.04) + 0.001 (0.25) = 0.04021
+///          m^ = -0.13 / (1 - 0.9^2 = 0.19) = -0.684211  v^ = 0.04021 / (1 - 0.999^2 = 0.001999) = 20.1151
+///          p = 1 - 0.01 (-0.684211) / (sqrt 20.1151 = 4.48498) = 1.0015256   (the old m wins over g)
+///   t = 3: m = 0.9 (-0.13) + 0.1 (-1) = -0.217         v = 0.999 (0.04021) + 0.001 (1) = 0.04116979
+///          m^ = -0.217 / 0.271 = -0.800738              v^ = 0.04116979 / 0.002997001 = 13.7370
+///          p = 1.0015256 - 0.01 (-0.800738) / 3.70634 = 1.0036860
+/// parameter 1: p = -2, m = 0.3, v = 0.09; g = -0.25, then 0.75
+///   t = 2: m = 0.245, v = 0.0899725, m^ = 1.289474, v^ = 45.0088, p = -2.0019221
+///   t = 3: m = 0.2955, v = 0.09044503, m^ = 1.090406, v^ = 30.1785, p = -2.0039070
+/// ```
+///
+/// With t stuck at 1 the same two steps would end at 1.00543 and -2.00569, and from zero
+/// moments at 0.99570 and -1.99680: both far outside the tolerance (1e-6 on p, 1e-7 on m, v;
+/// f32 keeps p to 1.2e-7 and the step to about 1e-9).
+#[test]
+fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
+    let ctx = test_context();
+    let opt = Optimizer::adam(0.01);
+    let tensors = [
+        TensorInfo { name: "params".into(), rows: Dim::Fixed(1), cols: 2, elem: Elem::F32 },
+        TensorInfo { name: "grads".into(), rows: Dim::Fixed(1), cols: 2, elem: Elem::F32 },
+        TensorInfo { name: "moments".into(), rows: Dim::Fixed(2), cols: 2, elem: Elem::F32 },
+        TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 },
+    ];
+    let (params, grads, moments, counters) = (TensorId(0), TensorId(1), TensorId(2), TensorId(3));
+    let ops = [Op::Update { params, grads, state: moments, counters, len: 2, opt }];
+    // (t, g, then p, [m; v]), as worked out above.
+    let steps: [(u32, [f32; 2], [f32; 2], [f32; 4]); 2] = [
+        (2, [0.5, -0.25], [1.0015256, -2.0019221], [-0.13, 0.245, 0.04021, 0.0899725]),
+        (3, [-1.0, 0.75], [1.003686, -2.003907], [-0.217, 0.2955, 0.04116979, 0.09044503]),
+    ];
+    let start = ([1.0f32, -2.0], [-0.2f32, 0.3, 0.04, 0.09]);
+    let check = |device: &str, t: u32, p: &[f32], st: &[f32], want_p: &[f32], want_st: &[f32]| {
+        if let Err(e) = common::check_close(p, want_p, 0.0, 1e-6) {
+            panic!("{device}, Adam step {t}: parameters {p:?}, by hand {want_p:?}: {e}");
+        }
+        if let Err(e) = common::check_close(st, want_st, 0.0, 1e-7) {
+            panic!("{device}, Adam step {t}: moments {st:?}, by hand {want_st:?}: {e}");
+        }
+    };
+
+    let mut cpu = CpuTape::new(&tensors, 1).unwrap();
+    cpu.f32_mut(params).copy_from_slice(&start.0);
+    cpu.f32_mut(moments).copy_from_slice(&start.1);
+    for (t, g, want_p, want_st) in steps {
+        cpu.f32_mut(grads).copy_from_slice(&g);
+        cpu.u32_mut(counters)[6] = t;
+        cpu.run(&ops).unwrap();
+        check("CPU", t, cpu.f32(params), cpu.f32(moments), &want_p, &want_st);
+    }
+
+    let mut gpu = GpuTape::new(ctx, &tensors, 1).unwrap();
+    let tape = gpu.add_tape(ctx, kernels(), &ops).unwrap();
+    gpu.set_batch(ctx, 1).unwrap();
+    gpu.write_f32(ctx, params, &start.0).unwrap();
+    gpu.write_f32(ctx, moments, &start.1).unwrap();
+    for (t, g, want_p, want_st) in steps {
+        gpu.write_f32(ctx, grads, &g).unwrap();
+        gpu.write_u32(ctx, counters, &[0, 0, 0, 0, 0, 0, t, 0]).unwrap();
+        gpu.run(ctx, tape, 1).unwrap();
+        let (p, st) = (gpu.read_f32(ctx, params, 2).unwrap(), gpu.read_f32(ctx, moments, 4).unwrap());
+        check("GPU", t, &p, &st, &want_p, &want_st);
     }
 }
 
@@ -350,7 +433,7 @@ fn linear_update_fused_one_and_two_layers() {
                         dy: { let t = c.tensor(&format!("dy{n}"), Dim::Batch, o, Elem::F32); c.view(t) },
                         params: c.tensor(&format!("params{n}"), Dim::Fixed(i + 1), o, Elem::F32),
                         grads: c.output(&format!("grads{n}"), Dim::Fixed(i + 1), o),
-                        state: c.tensor("state", Dim::Fixed(k * (i + 1)), o, Elem::F32),
+                        state: c.tensor(state_name(opt), Dim::Fixed(k * (i + 1)), o, Elem::F32),
                     };
                     let first = layer(&mut c, "1", i, o);
                     let second = two.then(|| layer(&mut c, "2", i2, o2));
