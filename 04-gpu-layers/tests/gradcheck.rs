@@ -4,8 +4,12 @@
 //! as the ops they emit, on the CPU tape (the GPU is compared with the same ops in ops.rs and
 //! training.rs) and, for the whole network, on the GPU too.
 //!
-//! Tolerance: |backward - fd| <= 1e-5 + 1e-3 |fd| (f32 sums of tens of terms are good to about
-//! 1e-6; a wrong term or a missing factor misses by far more).
+//! Tolerance: |backward - fd| <= 1e-6 + 1e-4 |fd|. Measured over every check in this file
+//! (lavapipe and the CPU, 118 comparisons): the worst relative error was 1.4e-5 (GELU's backward,
+//! whose f32 tanh approximation is the least exact step; linear layers 1.5e-6 to 4.5e-6) and the
+//! worst absolute error 1.2e-7 (one f32 rounding of values below 1). The bounds sit 7-8x above
+//! those, so a different adapter's rounding passes, while a wrong term, a missing 1/rows or a
+//! mask from the wrong step misses by orders of magnitude more.
 
 use common::{check_close, test_context};
 use cpu_matrix::Matrix;
@@ -16,7 +20,7 @@ use gpu_layers::{
 use rand::{Rng, SeedableRng};
 
 const H: f64 = 1e-6;
-const TOL: (f64, f64) = (1e-3, 1e-5);
+const TOL: (f64, f64) = (1e-4, 1e-6);
 
 fn random(n: usize, lo: f64, hi: f64, seed: u64) -> Vec<f64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

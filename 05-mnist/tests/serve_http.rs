@@ -256,8 +256,10 @@ async fn the_gpu_device_trains_on_the_adapter_and_flags_a_software_one() {
         assert!(adapter["warning"].as_str().unwrap().contains("SOFTWARE adapter"), "{adapter}");
     }
     let epochs = named(&seen, "epoch");
-    // 512 images, two epochs: well above chance.
-    assert!(epochs[1]["test_acc"].as_f64().unwrap() > 0.5, "{}", epochs[1]);
+    // 512 images, two epochs of Adam: measured on lavapipe 62.84% after the first, 71.63% after
+    // the second (the same seed draws the same run; another adapter's rounding moves it by a
+    // few hundredths of a percent). A model that does not learn sits near 10%.
+    assert!(epochs[1]["test_acc"].as_f64().unwrap() > 0.69, "{}", epochs[1]);
     // The default cosine schedule (Adam, 0.001): the full rate, then half of it.
     let lr: Vec<f64> = epochs.iter().map(|e| e["lr"].as_f64().unwrap()).collect();
     assert!((lr[0] - 0.001).abs() < 1e-9 && (lr[1] - 0.0005).abs() < 1e-9, "{lr:?}");
