@@ -349,7 +349,8 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
     let (params, grads, moments, counters) = (TensorId(0), TensorId(1), TensorId(2), TensorId(3));
     let ops = [Op::Update { params, grads, state: moments, counters, len: 2, opt }];
     // (t, g, then p, [m; v]), as worked out above.
-    let steps: [(u32, [f32; 2], [f32; 2], [f32; 4]); 2] = [
+    type Step = (u32, [f32; 2], [f32; 2], [f32; 4]);
+    let steps: [Step; 2] = [
         (2, [0.5, -0.25], [1.0015256, -2.0019221], [-0.13, 0.245, 0.04021, 0.0899725]),
         (3, [-1.0, 0.75], [1.003686, -2.003907], [-0.217, 0.2955, 0.04116979, 0.09044503]),
     ];
