@@ -7,7 +7,8 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use gpu_layers::{Layer, Network};
@@ -213,7 +214,9 @@ fn terminal_columns() -> usize {
 }
 
 fn run_train(args: &TrainArgs) -> Result<()> {
-    let cfg = args.config();
+    // With --save, the loop hands over the parameters after every epoch, so that Ctrl-C can
+    // save the model of the last finished epoch.
+    let cfg = TrainConfig { epoch_models: args.save.is_some(), ..args.config() };
     cfg.validate()?;
     let spec = cfg.spec()?;
     // Check the output paths before spending minutes training: each must be a file name (not a
@@ -246,6 +249,8 @@ fn run_train(args: &TrainArgs) -> Result<()> {
             Some(why) => println!("GPU tapes: composed ops, because {why}"),
         }
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    stop_on_ctrl_c(stop.clone());
     println!(
         "model {} ({} parameters), {}, {:?} schedule, batch {}, {} epochs, seed {}",
         spec.describe(),
@@ -272,10 +277,12 @@ fn run_train(args: &TrainArgs) -> Result<()> {
         bar
     };
     let mut bar: Option<ProgressBar> = None;
-    let stop = AtomicBool::new(false);
     let epochs = cfg.epochs;
+    let mut batches_per_epoch = 0;
+    let mut epoch_model = None;
     let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
         Event::EpochStart { epoch, batches, lr, .. } => {
+            batches_per_epoch = batches;
             bar = Some(new_bar(batches as u64, format!("epoch {epoch}/{epochs} lr {lr:.4}")));
         }
         Event::Progress(p) => {
@@ -291,7 +298,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
             }
             println!("{}", m.line(epochs));
         }
-        Event::EpochModel(_) => {}
+        Event::EpochModel(model) => epoch_model = Some(model.clone()),
     });
     if let Some(bar) = bar.take() {
         bar.finish_and_clear();
@@ -307,19 +314,82 @@ fn run_train(args: &TrainArgs) -> Result<()> {
             100.0 * last.test_acc
         );
     }
-    let outputs = Outputs { save: args.save.as_deref(), metrics: args.metrics.as_deref(), plot: args.plot.as_deref() };
-    let mut failures = write_outputs(&outputs, &outcome.model, &outcome.history);
+    let mut outputs = Outputs { save: args.save.as_deref(), metrics: args.metrics.as_deref(), plot: args.plot.as_deref() };
+    // Stopped: the model of the last finished epoch, which the metrics describe; before the end
+    // of the first epoch, the parameters so far (there are no metrics yet).
+    let interrupted = outcome.stopped.then(|| interrupted_message(&outcome, batches_per_epoch, &outputs));
+    let model = match (outcome.stopped, epoch_model) {
+        (true, Some(m)) => m,
+        _ => outcome.model,
+    };
+    if outcome.history.is_empty() {
+        (outputs.metrics, outputs.plot) = (None, None);
+    }
+    let mut failures = write_outputs(&outputs, &model, &outcome.history);
     if let Some(last) = failures.pop() {
         for e in &failures {
             eprintln!("error: {e}");
         }
+        if let Some(msg) = interrupted {
+            eprintln!("{msg}");
+        }
         return Err(last);
     }
+    if let Some(msg) = interrupted {
+        return Err(MnistError::Interrupted(msg));
+    }
     if args.preview > 0 {
-        let mut classifier = outcome.model.classifier()?;
+        let mut classifier = model.classifier()?;
         print!("{}", preview(&mut classifier, &data.test, args.preview, cfg.seed, data.kind)?);
     }
     Ok(())
+}
+
+/// First Ctrl-C (or SIGTERM): sets `stop`, so the run ends after the current batch (CPU) or
+/// submission (GPU) and writes what it has. Second: exits at once, writing nothing more.
+/// (The handler runs on its own thread, so it works while the main thread waits for the GPU.)
+fn stop_on_ctrl_c(stop: Arc<AtomicBool>) {
+    let presses = AtomicUsize::new(0);
+    let installed = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            stop.store(true, Ordering::SeqCst);
+            eprintln!(
+                "\nCtrl-C: stopping after the current batch (CPU) or submission (GPU), then writing the \
+                 model and metrics of the last finished epoch. Ctrl-C again exits at once."
+            );
+        } else {
+            eprintln!("\nCtrl-C again: exiting now; nothing more is written.");
+            std::process::exit(130);
+        }
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: Ctrl-C will end the run without saving anything ({e})");
+    }
+}
+
+/// What a run stopped by Ctrl-C wrote, in one sentence per output kind.
+fn interrupted_message(outcome: &crate::train::TrainOutcome, batches: usize, out: &Outputs<'_>) -> String {
+    let done = outcome.history.len();
+    let at = match outcome.batches_done {
+        0 => format!("stopped by Ctrl-C before epoch {} began", done + 1),
+        b => format!("stopped by Ctrl-C during epoch {} ({b} of {batches} batches done)", done + 1),
+    };
+    let written = |path: Option<&Path>, what: &str| path.map(|p| format!("{what} {}", p.display()));
+    match outcome.history.last() {
+        Some(m) => {
+            let files: Vec<String> =
+                [written(out.save, "model"), written(out.metrics, "metrics"), written(out.plot, "plot")].into_iter().flatten().collect();
+            let files = if files.is_empty() { "nothing to write (no --save, --metrics or --plot)".to_string() } else { files.join(", ") };
+            format!("{at}; kept epoch {}, the last finished one (test accuracy {:.2}%): {files}", m.epoch, 100.0 * m.test_acc)
+        }
+        None => match out.save {
+            Some(p) => format!(
+                "{at}: no epoch finished, so no metrics; the model as it was then (not evaluated) is in {}",
+                p.display()
+            ),
+            None => format!("{at}: no epoch finished; nothing written"),
+        },
+    }
 }
 
 /// A few seeded random test images with the model's predictions, drawn in half blocks and

@@ -30,6 +30,9 @@ pub enum MnistError {
     Gpu(common::GpuError),
     /// An error from the layers, loss or optimizers (stage 04).
     Layers(gpu_layers::LayersError),
+    /// Ctrl-C (or SIGTERM) ended a training run early; the message says what was written.
+    /// The binary exits with status 130 (128 + SIGINT), as shells do for an interrupted command.
+    Interrupted(String),
 }
 
 impl MnistError {
@@ -89,6 +92,7 @@ impl fmt::Display for MnistError {
             MnistError::Plot(msg) => write!(f, "could not draw the plot: {msg}"),
             MnistError::Gpu(e) => write!(f, "{e}"),
             MnistError::Layers(e) => write!(f, "{e}"),
+            MnistError::Interrupted(msg) => write!(f, "{msg}"),
         }
     }
 }

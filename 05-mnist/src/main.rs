@@ -6,6 +6,11 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     match mnist::cli::run(std::env::args_os()) {
         Ok(()) => ExitCode::SUCCESS,
+        // Not an error: the run stopped where it was asked to, and says what it wrote.
+        Err(e @ mnist::MnistError::Interrupted(_)) => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

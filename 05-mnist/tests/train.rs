@@ -134,6 +134,66 @@ fn the_stop_flag_ends_the_run_early_on_both_devices() {
     }
 }
 
+/// Stop on the GPU takes effect within a bounded time: the loop keeps at most two submissions
+/// in flight, so a stop waits for those (and the parameters' read-back), not for the rest of an
+/// epoch queued at once and its evaluation. Epoch 2 here is 50 submissions of 2 steps; the stop
+/// comes halfway through it, and the run must end within a quarter of an epoch's time (about
+/// 12 submissions' worth, 6 times the bound). On a GPU whose `submit` returns at once, the loop
+/// without the bound queued the whole epoch in a moment, and a stop waited for all of it and
+/// the evaluation. Lavapipe's `submit` itself waits until the submission before it has run
+/// (measured: each 2-step submit returned after about 43 ms, the time of one submission), so
+/// that queue never forms here, and this test checks the bound rather than reproducing the
+/// runaway queue; the next test is the one the old loop failed.
+#[test]
+fn a_stop_on_the_gpu_takes_effect_within_two_submissions() {
+    let m = support::mnist();
+    let data = Mnist { train: m.train.take(5_000), test: m.test.take(1_000), kind: m.kind };
+    let cfg = TrainConfig { batch_size: 50, steps_per_submit: 2, ..config(3) };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped_at = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
+    let mut timer = None;
+    let out = train(&gpu(), &data, &cfg, &stop, &mut |e| {
+        if let Event::EpochEnd(m) = e {
+            if m.epoch != 1 {
+                return;
+            }
+            let (stop, at, half) = (stop.clone(), stopped_at.clone(), m.seconds / 2.0);
+            timer = Some(std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs_f64(half));
+                *at.lock().unwrap() = Some(std::time::Instant::now());
+                stop.store(true, Ordering::Relaxed);
+            }));
+        }
+    })
+    .unwrap();
+    let latency = stopped_at.lock().unwrap().expect("the stop was set").elapsed().as_secs_f64();
+    timer.unwrap().join().unwrap();
+    let epoch = out.history[0].seconds;
+    eprintln!("stop -> return: {latency:.3} s; an epoch (50 submissions): {epoch:.3} s; stopped after {} steps", out.batches_done);
+    assert!(out.stopped);
+    assert_eq!(out.history.len(), 1, "the stop came during epoch 2");
+    assert!(out.batches_done > 0 && out.batches_done < 100, "{} steps of 100", out.batches_done);
+    assert!(latency < epoch / 4.0, "the stop took {latency:.3} s; an epoch takes {epoch:.3} s");
+}
+
+/// A stop that comes once an epoch's training is over (here: when its result is reported) keeps
+/// that epoch, and the run ends before the next one starts.
+#[test]
+fn a_stop_at_the_end_of_an_epoch_keeps_that_epoch() {
+    for device in [Device::Cpu, gpu()] {
+        let stop = AtomicBool::new(false);
+        let out = train(&device, subset(), &config(3), &stop, &mut |e| {
+            if let Event::EpochEnd(_) = e {
+                stop.store(true, Ordering::Relaxed);
+            }
+        })
+        .unwrap();
+        assert!(out.stopped, "{}", device.describe());
+        assert_eq!(out.history.len(), 1);
+        assert_eq!(out.batches_done, 0, "stopped between two epochs");
+    }
+}
+
 #[test]
 fn a_diverging_learning_rate_is_a_clear_error() {
     let cfg = TrainConfig { optimizer: Optimizer::sgd(1e6, 0.9), ..config(1) };

@@ -47,4 +47,5 @@ pub use timing::{TimeSource, median};
 pub use transfer::{MappedRead, Transfer, TransferConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use wait::block_on;
+pub use wait::QueueMark;
 pub use wgpu;

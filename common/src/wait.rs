@@ -103,6 +103,14 @@ impl<T> Future for Completion<T> {
     }
 }
 
+/// A point in a queue: the work submitted up to it ([`GpuContext::mark`]).
+pub struct QueueMark {
+    /// Natively: the submission to poll for. In a browser the callback alone tells.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    index: wgpu::SubmissionIndex,
+    done: Completion<()>,
+}
+
 impl GpuContext {
     /// Makes the callbacks of submitted work run. Natively: polls the device until it is idle
     /// (blocking). In a browser: nothing; the event loop runs them once we `.await`.
@@ -135,6 +143,27 @@ impl GpuContext {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self) -> Result<(), GpuError> {
         self.drive()
+    }
+
+    /// Marks the work submitted so far (`index` is the last submission) so that it can be
+    /// waited for later with [`GpuContext::wait_for_async`] while more work queues behind it.
+    pub fn mark(&self, index: wgpu::SubmissionIndex) -> QueueMark {
+        let (notify, done) = completion();
+        self.queue.on_submitted_work_done(move || notify.send(()));
+        QueueMark { index, done }
+    }
+
+    /// Completes when the work up to `mark` has finished on the GPU, whatever was submitted
+    /// after it (on every target). A loop that submits one piece, then waits for the piece
+    /// before it, keeps the GPU busy and at most two pieces in the queue: a stop flag it checks
+    /// between pieces takes effect within two pieces' time, not a whole queue's.
+    pub async fn wait_for_async(&self, mark: QueueMark) -> Result<(), GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: Some(mark.index), timeout: None })
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        mark.done.await?;
+        self.check_errors()
     }
 
     /// Maps `slice` of a `MAP_READ` buffer and completes when it is mapped.

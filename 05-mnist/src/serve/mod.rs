@@ -102,7 +102,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     }
     let dirs = vec![(DatasetKind::Mnist, files.data_dir.clone()), (DatasetKind::Fashion, files.fashion_dir.clone())];
     let state = AppState::with_data_dirs(Arc::new(data), model, dirs);
-    serve_until(listener, state, files, AllowedHosts::with_bound(&args.host), Limits::default(), shutdown_signal())
+    serve_until(listener, state, files, AllowedHosts::with_bound(&args.host), Limits::default(), shutdown_twice())
 }
 
 /// The warning for a `--host` that other machines can reach (None for loopback addresses).
@@ -163,6 +163,19 @@ pub fn serve_until(
     })?;
     state.wait_for_run();
     Ok(())
+}
+
+/// Resolves on the first Ctrl-C (or SIGTERM): the shutdown begins. The second exits the process
+/// at once (status 130), even while a run's thread is still busy with its batch or submission.
+async fn shutdown_twice() {
+    shutdown_signal().await;
+    eprintln!("Ctrl-C: shutting down (Ctrl-C again exits at once)");
+    // Runs on the runtime's worker threads, which live until the run's thread has ended.
+    tokio::spawn(async {
+        shutdown_signal().await;
+        eprintln!("Ctrl-C again: exiting now");
+        std::process::exit(130);
+    });
 }
 
 /// Resolves on Ctrl-C, or on SIGTERM where there are signals.

@@ -35,7 +35,11 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     let n = data.train.len();
     let batches = n.div_ceil(batch);
     let mut history = Vec::new();
+    let model = |net: &CpuTrainer| -> Result<Model> { Ok(Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind)) };
     for epoch in 1..=cfg.epochs {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(TrainOutcome { model: model(&net)?, history, stopped: true, batches_done: 0 });
+        }
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
         net.set_learning_rate(lr)?;
         on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
@@ -57,7 +61,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
                 breathe().await;
             }
             if stop.load(Ordering::Relaxed) {
-                return Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: true });
+                return Ok(TrainOutcome { model: model(&net)?, history, stopped: true, batches_done: b + 1 });
             }
         }
         let seconds = start.elapsed().as_secs_f64();
@@ -65,11 +69,11 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         let m = epoch_metrics(epoch, &sums, &test, seconds);
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
-            on_event(Event::EpochModel(&Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind)));
+            on_event(Event::EpochModel(&model(&net)?));
         }
         history.push(m);
     }
-    Ok(TrainOutcome { model: Model::new(spec.clone(), net.parameters())?.with_dataset(data.kind), history, stopped: false })
+    Ok(TrainOutcome { model: model(&net)?, history, stopped: false, batches_done: 0 })
 }
 
 /// Bytes the CPU trainer needs, estimated from above: four copies of the parameters (weights,

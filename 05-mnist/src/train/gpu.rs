@@ -1,14 +1,22 @@
 //! The GPU loop: both splits resident on the device, `steps_per_submit` steps (gather + stage
 //! 04's `record_step`) per submission, the loss summed on the device and read back when the
 //! epoch ends or every `PROGRESS_EVERY`; the stop flag checked after every submission.
+//!
+//! Submitting does not wait, so a loop that only submits queues a whole epoch in a moment, and
+//! a stop would wait for all of it. So after submitting piece `k` the loop waits for piece
+//! `k - 1` (`GpuContext::mark` / `wait_for_async`): the GPU always has the next piece queued,
+//! and at most two are in flight. A stop takes effect within two submissions' time (plus the
+//! rest of an evaluation the stop came during, which is one forward pass over the test set).
 
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use wgpu::SubmissionIndex;
+
 use web_time::Instant;
 
-use common::GpuContext;
+use common::{GpuContext, QueueMark};
 use gpu_layers::{GpuTrainer, NetworkSpec};
 
 use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
@@ -40,19 +48,24 @@ impl<'a> GpuRun<'a> {
     }
 
     /// Records steps `steps` of `batches` (all of them full batches, or a single short one
-    /// after `set_batch`) into one compute pass and submits it. Does not wait.
-    pub(super) fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) {
+    /// after `set_batch`) into one compute pass and submits it, inside the context's error
+    /// scope (a rejected submission, or one to a lost device, is an `Err`, not a panic). Does
+    /// not wait for the GPU.
+    pub(super) fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) -> Result<SubmissionIndex> {
         let label = if training { "train steps" } else { "eval steps" };
-        self.ctx.submit_pass(label, |pass| {
-            for s in steps {
-                batches.record(&self.kernel, pass, s);
-                if training {
-                    self.trainer.record_step(pass);
-                } else {
-                    self.trainer.record_eval(pass);
+        let index = self.ctx.scoped(|| {
+            self.ctx.submit_pass(label, |pass| {
+                for s in steps {
+                    batches.record(&self.kernel, pass, s);
+                    if training {
+                        self.trainer.record_step(pass);
+                    } else {
+                        self.trainer.record_eval(pass);
+                    }
                 }
-            }
-        });
+            })
+        })?;
+        Ok(index)
     }
 
     /// Runs every step of `batches`: full batches in submissions of `per_submit` steps, then
@@ -69,9 +82,14 @@ impl<'a> GpuRun<'a> {
         let full = batches.len() / self.batch;
         self.trainer.set_batch(self.ctx, self.batch)?;
         let mut done = 0;
+        // The piece before the one just submitted: waited for before going on.
+        let mut previous: Option<QueueMark> = None;
         while done < full {
             let k = per_submit.min(full - done);
-            self.submit(batches, done..done + k, training);
+            let index = self.submit(batches, done..done + k, training)?;
+            if let Some(before) = previous.replace(self.ctx.mark(index)) {
+                self.ctx.wait_for_async(before).await?;
+            }
             done += k;
             if !after_submit(done).await? {
                 return Ok((done, false));
@@ -79,7 +97,7 @@ impl<'a> GpuRun<'a> {
         }
         if done < batches.steps() {
             self.trainer.set_batch(self.ctx, batches.rows(done))?;
-            self.submit(batches, done..done + 1, training);
+            self.submit(batches, done..done + 1, training)?;
             done += 1;
             if !after_submit(done).await? {
                 return Ok((done, false));
@@ -108,6 +126,9 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
     };
 
     for epoch in 1..=cfg.epochs {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: true, batches_done: 0 });
+        }
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
         run.trainer.set_learning_rate(ctx, lr)?;
         on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
@@ -134,7 +155,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
             .await?;
         if !completed {
             ctx.wait_async().await?;
-            return Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: true });
+            return Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: true, batches_done: done });
         }
         sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the last step
         let seconds = start.elapsed().as_secs_f64();
@@ -148,5 +169,5 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         }
         history.push(m);
     }
-    Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: false })
+    Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: false, batches_done: 0 })
 }

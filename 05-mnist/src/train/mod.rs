@@ -94,11 +94,15 @@ pub struct TrainOutcome {
     pub history: Vec<EpochMetrics>,
     /// True when the stop flag ended the run early (the interrupted epoch is not in `history`).
     pub stopped: bool,
+    /// When stopped: the steps of the interrupted epoch (number `history.len() + 1`) that ran
+    /// before the stop, 0 when the stop came between two epochs. 0 when not stopped.
+    pub batches_done: usize,
 }
 
 /// Trains on `data.train`, evaluating on `data.test` after every epoch. `on_event` sees every
 /// epoch start, progress report and epoch result; setting `stop` ends the run after the current
-/// batch (CPU) or submission (GPU) and returns the model so far. Blocks until the run ends
+/// batch (CPU) or submission (GPU) and returns the model so far. A stop that comes during an
+/// epoch's evaluation lets the evaluation finish (the epoch counts) and ends the run there. Blocks until the run ends
 /// (native targets: [`train_async`] run on this thread).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn train(
@@ -161,7 +165,7 @@ pub async fn first_batch_loss(device: &Device, data: &Mnist, cfg: &TrainConfig) 
             run.trainer.set_learning_rate(ctx, lr)?;
             run.train.set_order(ctx, &order)?;
             run.trainer.set_batch(ctx, run.train.rows(0))?;
-            run.submit(&run.train, 0..1, true);
+            run.submit(&run.train, 0..1, true)?;
             checked(run.trainer.take_metrics_async(ctx).await, 1, 1, cfg)?
         }
     };
