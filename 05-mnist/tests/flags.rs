@@ -1,6 +1,7 @@
 //! Every flag of `mnist train` (the stage 05 runner) at its boundaries: each value runs, or is
 //! refused with a message naming the flag (exit code 2 from the parser, 1 from the runner);
-//! none panics. The runs are tiny (64 images, one epoch, on the CPU), about 10 s in all.
+//! none panics. The runs are tiny (64 images, one epoch, on the CPU unless a case says
+//! otherwise), about 10 s in all.
 //!
 //! Valid values that only cost time are not run (`--epochs 1000` on all 60,000 images).
 
@@ -44,6 +45,9 @@ fn boundary_values_of_every_flag() {
         (&["--hidden", "99999999999"], Refused(1, "parameters")),
         // Under the parameter cap, but the activations of 60,000 rows take hundreds of GiB.
         (&["--hidden", "300000", "--batch-size", "60000", "--limit-train", "60000"], Refused(1, "needs about")),
+        // On the GPU: 2,000 rows of 30,000 units is 229 MiB per activation buffer, over the
+        // software adapter's 128 MiB per buffer: refused before anything is allocated.
+        (&["--device", "gpu", "--hidden", "30000", "--batch-size", "2000", "--limit-train", "2000"], Refused(1, "allows for one buffer")),
         (&["--hidden", "18446744073709551616"], Refused(2, "--hidden")),
         (&["--steps-per-submit", "0"], Refused(2, "--steps-per-submit")),
         (&["--steps-per-submit", "18446744073709551615"], Runs),

@@ -17,11 +17,11 @@ use wgpu::SubmissionIndex;
 use web_time::Instant;
 
 use common::{GpuContext, QueueMark};
-use gpu_layers::{GpuTrainer, NetworkSpec};
+use gpu_layers::{Fusion, GpuTrainer, Network, NetworkSpec};
 
 use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
-use crate::data::Mnist;
-use crate::error::Result;
+use crate::data::{Mnist, PIXELS};
+use crate::error::{MnistError, Result};
 use crate::gather::{DeviceBatches, GatherKernel};
 use crate::model_io::Model;
 
@@ -40,6 +40,8 @@ impl<'a> GpuRun<'a> {
     /// `data` uploaded as bytes and bound to its input buffers.
     pub(super) fn new(ctx: &'a GpuContext, spec: &NetworkSpec, data: &Mnist, cfg: &TrainConfig) -> Result<Self> {
         let batch = cfg.batch_size.min(data.train.len());
+        let available = if ctx.is_software() { super::cpu::available_memory() } else { None };
+        check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch)?, batch, available)?;
         let trainer = GpuTrainer::new(ctx, spec, cfg.optimizer, batch, cfg.seed)?;
         let kernel = GatherKernel::new(ctx)?;
         let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
@@ -170,4 +172,101 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         history.push(m);
     }
     Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: false, batches_done: 0 })
+}
+
+/// Every buffer a GPU run of `spec` at batches of `batch` rows allocates, as (what, bytes): the
+/// trainer's tensors (stage 04's `Network`: parameters, optimizer state, activations and their
+/// gradients) and, per split, the images (u8), labels (u8) and row order (u32). Read-back
+/// staging and uniforms (kilobytes) are left out.
+pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize) -> Result<Vec<(String, u64)>> {
+    let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
+    let mut buffers: Vec<(String, u64)> = net.tensors.iter().map(|t| (t.name.clone(), 4 * t.capacity(batch) as u64)).collect();
+    for (name, split) in [("train", &data.train), ("test", &data.test)] {
+        let n = split.len() as u64;
+        buffers.push((format!("{name} images (u8)"), (n * PIXELS as u64).next_multiple_of(4)));
+        buffers.push((format!("{name} labels (u8)"), n.next_multiple_of(4)));
+        buffers.push((format!("{name} order"), 4 * n));
+    }
+    Ok(buffers)
+}
+
+/// Refuses a GPU run before it allocates anything when one of its `buffers` is over the
+/// device's limit for one buffer, or (with `available`: a software adapter's memory is the
+/// machine's) when all of them together are over `available`. Each error names the buffer or
+/// the total, the limit, and what to change. A hardware adapter does not say how much memory
+/// it has (wgpu has no such query): there, an allocation it refuses is an out-of-memory error
+/// from the context's error scope, not a crash.
+pub fn check_gpu_memory(limits: &wgpu::Limits, buffers: &[(String, u64)], batch: usize, available: Option<u128>) -> Result<()> {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let (limit, limit_name) = if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
+        (limits.max_storage_buffer_binding_size, "max_storage_buffer_binding_size")
+    } else {
+        (limits.max_buffer_size, "max_buffer_size")
+    };
+    if let Some((what, bytes)) = buffers.iter().filter(|(_, b)| *b > limit).max_by_key(|(_, b)| *b) {
+        return Err(MnistError::InvalidArgument(format!(
+            "--device gpu: at batch {batch}, the buffer `{what}` needs {:.1} MiB, more than the {:.1} MiB this adapter \
+             allows for one buffer (`{limit_name}`); use a smaller --batch-size or narrower layers \
+             (or --limit-train for the images)",
+            mib(*bytes),
+            mib(limit)
+        )));
+    }
+    let total: u128 = buffers.iter().map(|&(_, b)| b as u128).sum();
+    match available {
+        Some(free) if total > free => Err(MnistError::InvalidArgument(format!(
+            "--device gpu: at batch {batch}, the run's {} buffers need about {:.1} GiB in all, more than the {:.1} GiB \
+             of memory available to this software adapter (it uses the machine's memory); use a smaller \
+             --batch-size or narrower layers",
+            buffers.len(),
+            total as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Dataset;
+    use crate::datasets::DatasetKind;
+
+    fn data(n: usize) -> Mnist {
+        let split = Dataset { images: vec![0; n * PIXELS], labels: vec![0; n] };
+        Mnist { train: split.clone(), test: split, kind: DatasetKind::Mnist }
+    }
+
+    #[test]
+    fn gpu_runs_over_the_limits_are_refused_before_allocating() {
+        let limits = wgpu::Limits { max_storage_buffer_binding_size: 128 << 20, max_buffer_size: 256 << 20, ..wgpu::Limits::default() };
+        let cfg = |hidden: usize| TrainConfig { layers: TrainConfig::mlp(&[hidden]), ..TrainConfig::default() };
+        let spec = |hidden: usize| cfg(hidden).spec().unwrap();
+        // The default network fits, with 1,000 images per split.
+        let fits = gpu_buffers(&spec(128), &cfg(128), &data(1000), 64).unwrap();
+        assert!(fits.iter().any(|(w, b)| w == "train images (u8)" && *b == 784_000), "{fits:?}");
+        check_gpu_memory(&limits, &fits, 64, Some(1 << 30)).unwrap();
+        // 2,000 rows of 30,000 units: 229 MiB per activation buffer, over the 128 MiB binding limit.
+        let wide = gpu_buffers(&spec(30_000), &cfg(30_000), &data(1000), 2000).unwrap();
+        let err = check_gpu_memory(&limits, &wide, 2000, None).unwrap_err().to_string();
+        assert!(err.contains("more than the 128.0 MiB") && err.contains("max_storage_buffer_binding_size") && err.contains("--batch-size"), "{err}");
+        // Every buffer fits, but not all of them in the memory a software adapter has.
+        let err = check_gpu_memory(&limits, &fits, 64, Some(1 << 20)).unwrap_err().to_string();
+        assert!(err.contains("GiB in all") && err.contains("software adapter"), "{err}");
+    }
+
+    #[test]
+    fn the_estimate_is_what_the_trainer_allocates() {
+        let ctx = common::test_context();
+        for (layers, batch) in [(vec![128], 64), (vec![300, 100], 17)] {
+            let cfg = TrainConfig { layers: TrainConfig::mlp(&layers), ..TrainConfig::default() };
+            let spec = cfg.spec().unwrap();
+            let buffers = gpu_buffers(&spec, &cfg, &data(10), batch).unwrap();
+            let is_data = |w: &str| ["images", "labels", "order"].iter().any(|d| w.contains(d));
+            let tensors: u64 = buffers.iter().filter(|(w, _)| !is_data(w)).map(|(_, b)| b).sum();
+            let made = GpuTrainer::new(ctx, &spec, cfg.optimizer, batch, cfg.seed).unwrap().allocations().bytes;
+            // What the estimate leaves out: uniforms and placeholders, a few kilobytes.
+            assert!(made >= tensors && made - tensors < 64 << 10, "{layers:?} at {batch}: estimated {tensors} bytes, allocated {made}");
+        }
+    }
 }
