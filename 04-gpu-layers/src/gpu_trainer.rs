@@ -105,14 +105,15 @@ impl GpuTrainer {
     /// uniform through the queue, so it applies to every step of that submission. A smaller
     /// last batch therefore goes in a submission of its own.
     pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
-        self.tape.set_batch(ctx, batch)
+        // Queue writes, inside the error scope (a lost device is an `Err`, not a panic).
+        ctx.scoped(|| self.tape.set_batch(ctx, batch))?
     }
 
     /// Changes the learning rate from the next submission on, keeping the optimizer state
     /// (momentum, Adam's moments and step count). For schedules: call it between epochs.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) -> Result<(), LayersError> {
         self.net.optimizer.with_lr(lr).validate()?;
-        self.tape.set_learning_rate(ctx, lr);
+        ctx.scoped(|| self.tape.set_learning_rate(ctx, lr))?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
         Ok(())
     }
@@ -202,15 +203,18 @@ impl GpuTrainer {
     /// and step count. Takes effect at the next submit; reads nothing back.
     pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
         let flat = join_parameters(&self.net.spec, params)?;
-        for (layer, p) in self.net.linears.iter().zip(&flat) {
-            self.tape.write_f32(ctx, layer.params, p)?;
-            let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
-            self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
-        }
-        // The step count alone goes back to 0; the loss and accuracy sums stay.
-        let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
-        ctx.queue.write_buffer(self.tape.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
-        Ok(())
+        // Queue writes, inside the error scope (a lost device is an `Err`, not a panic).
+        ctx.scoped(|| {
+            for (layer, p) in self.net.linears.iter().zip(&flat) {
+                self.tape.write_f32(ctx, layer.params, p)?;
+                let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
+                self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
+            }
+            // The step count alone goes back to 0; the loss and accuracy sums stay.
+            let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
+            ctx.queue.write_buffer(self.tape.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
+            Ok(())
+        })?
     }
 
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]`, any number of rows (run

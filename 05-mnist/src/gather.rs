@@ -152,12 +152,7 @@ impl DeviceBatches {
             let slot = Slot { first: first as u32, count: batch.min(len - first) as u32, scale: SCALE, shift: SHIFT };
             slot_bytes[s * stride..s * stride + std::mem::size_of::<Slot>()].copy_from_slice(bytemuck::bytes_of(&slot));
         }
-        let slots = ctx.scoped(|| {
-            wgpu::util::DeviceExt::create_buffer_init(
-                &ctx.device,
-                &wgpu::util::BufferInitDescriptor { label: Some("gather slots"), contents: &slot_bytes, usage: wgpu::BufferUsages::UNIFORM },
-            )
-        })?;
+        let slots = ctx.buffer_init("gather slots", &slot_bytes, wgpu::BufferUsages::UNIFORM)?;
         let bind_group = ctx.scoped(|| {
             ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(name),
@@ -212,7 +207,7 @@ impl DeviceBatches {
         if order.len() != self.len || order.iter().any(|&i| i as usize >= self.len) {
             return Err(MnistError::InvalidArgument(format!("an order of {} indices for {} images", order.len(), self.len)));
         }
-        ctx.queue.write_buffer(&self.order, 0, bytemuck::cast_slice(order));
+        ctx.scoped(|| ctx.queue.write_buffer(&self.order, 0, bytemuck::cast_slice(order)))?;
         Ok(())
     }
 

@@ -152,7 +152,10 @@ fn a_stop_on_the_gpu_takes_effect_within_two_submissions() {
     let stop = Arc::new(AtomicBool::new(false));
     let stopped_at = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
     let mut timer = None;
-    let out = train(&gpu(), &data, &cfg, &stop, &mut |e| {
+    // A device of its own: the other tests' work on the shared one would queue beside this
+    // run's, and waits (the final read-back) wait for all of it.
+    let own = Device::Gpu(Arc::new(common::GpuContext::new().expect("GPU tests need an adapter")));
+    let out = train(&own, &data, &cfg, &stop, &mut |e| {
         if let Event::EpochEnd(m) = e {
             if m.epoch != 1 {
                 return;
@@ -192,6 +195,17 @@ fn a_stop_at_the_end_of_an_epoch_keeps_that_epoch() {
         assert_eq!(out.history.len(), 1);
         assert_eq!(out.batches_done, 0, "stopped between two epochs");
     }
+}
+
+/// A device lost before or during a run (here: destroyed) ends the run with an error that says
+/// so; nothing panics (wgpu's default for errors outside a scope was a panic).
+#[test]
+fn a_lost_device_is_an_error_not_a_panic() {
+    let ctx = Arc::new(common::GpuContext::new().expect("GPU tests need an adapter"));
+    ctx.device.destroy();
+    let _ = ctx.wait();
+    let err = train(&Device::Gpu(ctx), subset(), &config(1), &AtomicBool::new(false), &mut |_| {}).err().expect("an error");
+    assert!(err.to_string().contains("was lost"), "{err}");
 }
 
 #[test]

@@ -53,13 +53,30 @@ impl GpuContext {
             padded = pad_to_4(bytes);
             &padded
         };
-        self.scoped(|| {
-            self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        self.buffer_init(label, contents, STORAGE_USAGE)
+    }
+
+    /// A buffer of `usage` holding `contents` (a non-zero multiple of 4 bytes), mapped at
+    /// creation and filled, inside the error scope. `wgpu::util::DeviceExt::create_buffer_init`
+    /// does the same but panics when the device refuses the buffer (a lost device, no memory);
+    /// here that is an `Err`.
+    pub fn buffer_init(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> Result<wgpu::Buffer, GpuError> {
+        let buffer = self.scoped(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
-                contents,
-                usage: STORAGE_USAGE,
+                size: contents.len() as u64,
+                usage,
+                mapped_at_creation: true,
             })
-        })
+        })?;
+        {
+            let mut mapped = buffer
+                .get_mapped_range_mut(..)
+                .map_err(|e| GpuError::Device(format!("{label}: the new buffer cannot be filled ({e:?})")))?;
+            mapped.copy_from_slice(contents);
+        }
+        buffer.unmap();
+        Ok(buffer)
     }
 
     /// An uninitialised (zeroed by wgpu) storage buffer of `bytes` bytes (at least 4).

@@ -43,10 +43,12 @@ pub struct GpuContext {
     /// The staging buffers of the fast path (`transfer.rs`): `upload`, `download`.
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) transfer: Mutex<Transfer>,
-    /// In a browser: the first GPU error the device reported and nobody has seen yet (see
-    /// [`GpuContext::check_errors`]).
-    #[cfg(target_arch = "wasm32")]
+    /// The first GPU error that happened outside an error scope and nobody has seen yet (see
+    /// [`GpuContext::check_errors`]): in a browser every error, natively those of calls not
+    /// made through [`GpuContext::scoped`] (wgpu's default would panic).
     errors: std::sync::Arc<Mutex<Option<GpuError>>>,
+    /// Why the device was lost (driver reset, GPU removed, `Device::destroy`), once it was.
+    lost: std::sync::Arc<Mutex<Option<String>>>,
 }
 
 impl GpuContext {
@@ -152,17 +154,21 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        // In a browser nothing can block on an error scope (see `scoped`): errors go to this
-        // handler instead, and the next wait reports them.
-        #[cfg(target_arch = "wasm32")]
-        let errors = {
-            let errors = std::sync::Arc::new(Mutex::new(None));
-            let slot = errors.clone();
-            device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
-                slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(GpuError::from(e));
-            }));
-            errors
-        };
+        // Errors outside an error scope go to this handler instead of wgpu's default, which
+        // panics; the next wait or read reports them. In a browser nothing can block on an
+        // error scope (see `scoped`), so there every error comes this way.
+        let errors = std::sync::Arc::new(Mutex::new(None));
+        let slot = errors.clone();
+        device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
+            slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(GpuError::from(e));
+        }));
+        // A lost device (driver reset, GPU removed, `destroy`) is noted here; wgpu calls this
+        // when it notices (natively: in a poll).
+        let lost = std::sync::Arc::new(Mutex::new(None));
+        let slot = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{reason:?}: {message}"));
+        });
         Ok(Self {
             instance,
             adapter,
@@ -174,8 +180,8 @@ impl GpuContext {
             staging: Mutex::new(None),
             #[cfg(not(target_arch = "wasm32"))]
             transfer: Mutex::new(Transfer::new(TransferConfig::default())),
-            #[cfg(target_arch = "wasm32")]
             errors,
+            lost,
         })
     }
 
@@ -248,7 +254,8 @@ impl GpuContext {
             let oom = crate::block_on(oom.pop());
             match validation.or(oom) {
                 Some(e) => Err(e.into()),
-                None => Ok(value),
+                // A lost device reports nothing to scopes: it ignores what it is given.
+                None => self.check_errors().map(|()| value),
             }
         }
         #[cfg(target_arch = "wasm32")]
@@ -258,14 +265,27 @@ impl GpuContext {
         }
     }
 
-    /// In a browser: the first GPU error reported since the last check, as an `Err`. Natively
-    /// errors come back from [`GpuContext::scoped`] at once, and this is always `Ok`.
+    /// A lost device, or the first GPU error since the last check that no error scope caught,
+    /// as an `Err`. In a browser that is every error; natively, calls made through
+    /// [`GpuContext::scoped`] report theirs at once, and this catches the rest. Every wait and
+    /// read-back calls it.
     pub fn check_errors(&self) -> Result<(), GpuError> {
-        #[cfg(target_arch = "wasm32")]
+        if let Some(why) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Err(GpuError::Device(format!(
+                "the GPU device was lost ({why}); its buffers are gone. A new context (a new run of \
+                 the program) makes a new device; if it keeps happening, check the GPU driver"
+            )));
+        }
         if let Some(e) = self.errors.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// True once wgpu has reported the device lost: nothing more can run on this context, and
+    /// a program that wants to go on makes a new one.
+    pub fn is_lost(&self) -> bool {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 }
 
@@ -372,6 +392,32 @@ mod tests {
         assert!(is_software_name("llvmpipe (LLVM 15.0.6, 256 bits)"));
         assert!(!is_software_name("NVIDIA H200"));
         assert!(!is_software_name("apple m2"));
+    }
+
+    #[test]
+    fn an_error_outside_a_scope_is_reported_not_a_panic() {
+        let ctx = GpuContext::new().expect("an adapter (lavapipe in tests)");
+        let small = ctx.storage_buffer_empty("small", 16).unwrap();
+        // 32 bytes into a 16-byte buffer, not through `scoped`: wgpu's default handler panicked.
+        ctx.queue.write_buffer(&small, 0, &[0u8; 32]);
+        let err = ctx.wait().unwrap_err().to_string();
+        assert!(err.contains("validation"), "{err}");
+        ctx.wait().unwrap();
+    }
+
+    #[test]
+    fn a_lost_device_is_reported_and_nothing_panics() {
+        let ctx = GpuContext::new().expect("an adapter (lavapipe in tests)");
+        let buffer = ctx.storage_buffer("b", &[1.0f32; 4]).unwrap();
+        assert!(!ctx.is_lost());
+        ctx.device.destroy();
+        let err = ctx.wait().unwrap_err().to_string();
+        assert!(ctx.is_lost());
+        assert!(err.contains("was lost"), "{err}");
+        // Everything after that is an error too, not a panic.
+        assert!(ctx.storage_buffer("c", &[1.0f32; 4]).is_err());
+        assert!(ctx.read::<f32>(&buffer, 4).is_err());
+        assert!(ctx.scoped(|| ctx.submit_pass("after", |_| {})).is_err());
     }
 
     #[test]

@@ -139,10 +139,11 @@ impl GpuContext {
     }
 
     /// Blocks until all submitted GPU work has finished (native targets; in a browser use
-    /// [`GpuContext::wait_async`]).
+    /// [`GpuContext::wait_async`]), then reports a lost device or an error no scope caught.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self) -> Result<(), GpuError> {
-        self.drive()
+        self.drive()?;
+        self.check_errors()
     }
 
     /// Marks the work submitted so far (`index` is the last submission) so that it can be

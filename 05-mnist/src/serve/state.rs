@@ -312,10 +312,11 @@ impl AppState {
         }
     }
 
-    /// The GPU context, made on first use and kept for later runs.
+    /// The GPU context, made on first use and kept for later runs; made again when the device
+    /// was lost (a driver reset, a GPU removed), so the next run works.
     pub(crate) fn gpu(&self) -> Result<Arc<GpuContext>, common::GpuError> {
         let mut slot = self.inner.gpu.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(ctx) = slot.as_ref() {
+        if let Some(ctx) = slot.as_ref().filter(|ctx| !ctx.is_lost()) {
             return Ok(ctx.clone());
         }
         let ctx = Arc::new(GpuContext::new()?);
@@ -332,4 +333,23 @@ impl AppState {
 /// The class names of `kind`, by label, as the page shows them.
 pub(crate) fn class_names(kind: DatasetKind) -> Vec<String> {
     kind.class_names().iter().map(|n| n.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Dataset;
+
+    #[test]
+    fn a_lost_gpu_context_is_made_again_for_the_next_run() {
+        let split = Dataset { images: vec![0; 2 * PIXELS], labels: vec![0, 1] };
+        let state = AppState::new(Arc::new(Mnist { train: split.clone(), test: split, kind: DatasetKind::Mnist }), None);
+        let first = state.gpu().unwrap();
+        assert!(Arc::ptr_eq(&first, &state.gpu().unwrap()), "kept between runs");
+        first.device.destroy();
+        assert!(first.wait().is_err() && first.is_lost());
+        let second = state.gpu().unwrap();
+        assert!(!Arc::ptr_eq(&first, &second) && !second.is_lost());
+        second.wait().unwrap();
+    }
 }
