@@ -7,7 +7,6 @@
 //! (see `wait.rs`); `read` blocks on it natively.
 
 use bytemuck::Pod;
-use wgpu::util::DeviceExt;
 
 use crate::{GpuContext, GpuError};
 
@@ -94,12 +93,20 @@ impl GpuContext {
     }
 
     /// A uniform buffer holding `value` (shape constants, sizes), writable later.
+    ///
+    /// Made empty and then written through the queue (the value lands before the next
+    /// submission), so that a device that refuses it (lost, out of memory) reports an error at
+    /// the next wait instead of panicking here, as `create_buffer_init` would.
     pub fn uniform_buffer<T: Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        let bytes = pad_to_4(bytemuck::bytes_of(value));
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            contents: bytemuck::bytes_of(value),
+            size: bytes.len() as u64,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        })
+            mapped_at_creation: false,
+        });
+        self.queue.write_buffer(&buffer, 0, &bytes);
+        buffer
     }
 
     /// Fills `buffer` with 0xFF bytes: NaN as f32, `u32::MAX` as u32. Tests poison outputs before

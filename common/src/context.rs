@@ -416,6 +416,8 @@ mod tests {
         assert!(err.contains("was lost"), "{err}");
         // Everything after that is an error too, not a panic.
         assert!(ctx.storage_buffer("c", &[1.0f32; 4]).is_err());
+        let _uniform = ctx.uniform_buffer("u", &7u32);
+        assert!(ctx.wait().is_err());
         assert!(ctx.read::<f32>(&buffer, 4).is_err());
         assert!(ctx.scoped(|| ctx.submit_pass("after", |_| {})).is_err());
     }
