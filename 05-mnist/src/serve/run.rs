@@ -10,7 +10,9 @@
 //!
 //! Stopping is cooperative: the Stop button sets an `AtomicBool` that the loop reads after
 //! every batch on the CPU, and after every submission (up to 100 batches, milliseconds on a
-//! real GPU) on the GPU.
+//! real GPU) on the GPU, where at most two submissions are in flight: a stop waits for those.
+//! A lost GPU device ends the run with an error; `AppState::gpu` makes a new context for the
+//! next one.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
