@@ -1,7 +1,9 @@
 """PyTorch baseline for stage 05: the same 784-128-10 MLP, SGD, batch 64, on the same GPU.
 
-Run on a machine with PyTorch and CUDA (the lead ran it on the H200):
+Run on a machine with PyTorch and CUDA (the H200 machine):
     python3 reference/pytorch_mnist.py --data-dir PATH/TO/mnist [--epochs 10] [--hidden 128]
+On the CPU, with a given number of threads (eager mode only; pin the cores with taskset):
+    taskset -c 0-1 python3 reference/pytorch_mnist.py --data-dir PATH --device cpu --threads 2
 
 The whole data set lives on the GPU and batches are sliced from a shuffled index on the GPU,
 so no DataLoader overhead is counted: this is PyTorch at its best in eager mode. The second
@@ -52,13 +54,18 @@ def evaluate(model, x, y):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def run_eager(args, data, device):
     xtr, ytr, xte, yte = data
     model, opt = model_and_opt(args.hidden, args.lr, args.momentum, args.seed, device)
     loss_fn = torch.nn.CrossEntropyLoss()
     n = xtr.shape[0]
     for epoch in range(1, args.epochs + 1):
-        torch.cuda.synchronize()
+        sync(device)
         t0 = time.perf_counter()
         perm = torch.randperm(n, device=device)
         for i in range(0, n, args.batch_size):
@@ -67,7 +74,7 @@ def run_eager(args, data, device):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        torch.cuda.synchronize()
+        sync(device)
         dt = time.perf_counter() - t0
         print(f"eager  epoch {epoch:2d}: {dt * 1e3:8.1f} ms  test acc {evaluate(model, xte, yte) * 100:.2f}%", flush=True)
 
@@ -128,13 +135,24 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: PyTorch's default")
+    p.add_argument("--modes", default="eager,graphs", help="eager, graphs (CUDA only), or both")
     args = p.parse_args()
-    device = torch.device("cuda")
-    print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    device = torch.device(args.device)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if device.type == "cuda":
+        print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    else:
+        print(f"device: CPU, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"784-{args.hidden}-10, SGD lr {args.lr} momentum {args.momentum}, batch {args.batch_size}")
     data = load(args.data_dir, device)
-    run_eager(args, data, device)
-    run_graph(args, data, device)
+    modes = args.modes.split(",")
+    if "eager" in modes:
+        run_eager(args, data, device)
+    if "graphs" in modes and device.type == "cuda":
+        run_graph(args, data, device)
 
 
 if __name__ == "__main__":

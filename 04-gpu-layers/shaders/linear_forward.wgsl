@@ -6,14 +6,19 @@
 // MNIST batch is 6.4 M multiply-adds, a fraction of a microsecond of arithmetic for a big GPU.
 // What costs is LATENCY: a thread that walks k = 0..784 one load at a time waits for memory
 // ~800 times in a row, and a 16x16-tile kernel walks 49 tiles with two barriers each, in only 32
-// workgroups. So this kernel splits k instead: a workgroup owns TR rows x TN columns; its KS = 16
-// rows of invocations each sum every 16th k (16 chains, 16x shorter; KS = 8 on devices that
-// allow only WebGPU's default 256 invocations per workgroup), with TR = 4 row
-// accumulators per invocation so each weight read is used 4 times; and the k loop is unrolled
-// by 8 with all loads first, so 40 loads are in flight at once instead of 5. The KS partial
-// sums then meet in workgroup memory, where bias and activation are applied on the way out.
-// Lanes of a subgroup run along the columns: their weight reads are contiguous, and their x
-// reads are one value broadcast to all.
+// workgroups. So this kernel splits k instead: a workgroup owns TR rows x TN columns; its KS rows
+// of invocations each sum every KS-th k (KS chains, KS times shorter), with TR row accumulators
+// per invocation so each weight read is used TR times; and the k loop issues U weight loads
+// (and their U x TR inputs) before the first multiply, so a thread waits for memory once per U
+// values of k instead of once per k. The KS partial sums then meet in workgroup memory, where
+// bias and activation are applied on the way out. Lanes of a subgroup run along the columns:
+// their weight reads are contiguous, and their x reads are one value broadcast to all.
+//
+// TN, KS, TR and U come from the prelude (src/wgsl.rs, `FusedTiles`): `gpu-layers --sweep`
+// times the combinations; on a device that allows fewer invocations per workgroup than TN x KS
+// (WebGPU's default is 256), `FusedTiles::fitted` halves KS until they fit (src/wgsl.rs,
+// `DeviceFit`). Every loop over them has a constant trip count, which the shader
+// compiler unrolls, so the arrays below live in registers.
 
 struct LinearParams {
     inputs: u32,
@@ -22,17 +27,13 @@ struct LinearParams {
     _pad: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
+// The input (binding 0, and 5-9 when gathering) is read through `input_start` and `input`,
+// from forward_input.wgsl (the tensor x) or forward_input_gather.wgsl (bytes gathered by this
+// dispatch itself), prepended by the host.
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> batch: Batch;
 @group(0) @binding(4) var<uniform> p: LinearParams;
-
-// From the prelude (the host sizes the grid with them): TN columns per workgroup
-// (workgroup_size.x) and TR rows per workgroup, one accumulator each per invocation. The kernel
-// reads its TR rows as one vec4, so TR is 4. Also from the prelude, chosen for the device
-// (wgsl.rs, DeviceFit): KS slices of the k loop (workgroup_size.y), at least TR so that the
-// TN x KS invocations cover the TR x TN outputs of the final sum.
 
 var<workgroup> partial: array<f32, KS * TR * TN>; // [KS][TR][TN]
 
@@ -48,64 +49,53 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     // Rows past the batch read the last live row instead (always in bounds, no branch in the
     // hot loop); their results are never written.
     let last = batch.rows - 1u;
-    let x0 = min(row0, last) * k_len;
-    let x1 = min(row0 + 1u, last) * k_len;
-    let x2 = min(row0 + 2u, last) * k_len;
-    let x3 = min(row0 + 3u, last) * k_len;
-    var acc = vec4<f32>(0.0);
+    // The gathering form stages the workgroup's input rows in workgroup memory first (and the
+    // first column of workgroups keeps them for the rest of the step); a no-op otherwise.
+    stage_input(row0, k_len, wid.x == 0u, lid.y * TN + lid.x);
+    workgroupBarrier();
+    var xr: array<u32, TR>;
+    for (var r = 0u; r < TR; r++) {
+        xr[r] = input_start(r, min(row0 + r, last), k_len);
+    }
+    var acc: array<f32, TR>;
     if col < n {
         var k = lid.y;
-        // Eight k's per iteration, all loads first: 8 weights and 32 inputs in flight at once.
-        // A GPU runs a thread's instructions in order, so a loop that loads one k and then
-        // multiplies waits a full memory latency per k; here it waits once per 8.
         loop {
-            if k + 7u * KS >= k_len {
+            if k + (U - 1u) * KS >= k_len {
                 break;
             }
-            let k0 = k;
-            let k1 = k + 1u * KS;
-            let k2 = k + 2u * KS;
-            let k3 = k + 3u * KS;
-            let k4 = k + 4u * KS;
-            let k5 = k + 5u * KS;
-            let k6 = k + 6u * KS;
-            let k7 = k + 7u * KS;
-            let w0 = params[k0 * n + col];
-            let w1 = params[k1 * n + col];
-            let w2 = params[k2 * n + col];
-            let w3 = params[k3 * n + col];
-            let w4 = params[k4 * n + col];
-            let w5 = params[k5 * n + col];
-            let w6 = params[k6 * n + col];
-            let w7 = params[k7 * n + col];
-            let a0 = vec4<f32>(x[x0 + k0], x[x1 + k0], x[x2 + k0], x[x3 + k0]);
-            let a1 = vec4<f32>(x[x0 + k1], x[x1 + k1], x[x2 + k1], x[x3 + k1]);
-            let a2 = vec4<f32>(x[x0 + k2], x[x1 + k2], x[x2 + k2], x[x3 + k2]);
-            let a3 = vec4<f32>(x[x0 + k3], x[x1 + k3], x[x2 + k3], x[x3 + k3]);
-            let a4 = vec4<f32>(x[x0 + k4], x[x1 + k4], x[x2 + k4], x[x3 + k4]);
-            let a5 = vec4<f32>(x[x0 + k5], x[x1 + k5], x[x2 + k5], x[x3 + k5]);
-            let a6 = vec4<f32>(x[x0 + k6], x[x1 + k6], x[x2 + k6], x[x3 + k6]);
-            let a7 = vec4<f32>(x[x0 + k7], x[x1 + k7], x[x2 + k7], x[x3 + k7]);
-            acc += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3;
-            acc += a4 * w4 + a5 * w5 + a6 * w6 + a7 * w7;
-            k += 8u * KS;
+            // U weights and U x TR inputs in flight before the first multiply.
+            var w: array<f32, U>;
+            var a: array<f32, U * TR>;
+            for (var u = 0u; u < U; u++) {
+                w[u] = params[(k + u * KS) * n + col];
+                for (var r = 0u; r < TR; r++) {
+                    a[u * TR + r] = input(xr[r], k + u * KS);
+                }
+            }
+            for (var u = 0u; u < U; u++) {
+                for (var r = 0u; r < TR; r++) {
+                    acc[r] += a[u * TR + r] * w[u];
+                }
+            }
+            k += U * KS;
         }
         for (; k < k_len; k += KS) {
-            acc += vec4<f32>(x[x0 + k], x[x1 + k], x[x2 + k], x[x3 + k]) * params[k * n + col];
+            let w = params[k * n + col];
+            for (var r = 0u; r < TR; r++) {
+                acc[r] += input(xr[r], k) * w;
+            }
         }
     }
-    let base = lid.y * TR * TN + lid.x;
-    partial[base] = acc.x;
-    partial[base + TN] = acc.y;
-    partial[base + 2u * TN] = acc.z;
-    partial[base + 3u * TN] = acc.w;
+    for (var r = 0u; r < TR; r++) {
+        partial[(lid.y * TR + r) * TN + lid.x] = acc[r];
+    }
     workgroupBarrier();
 
-    // TR x TN = 128 outputs; the first 128 invocations each add up one output's KS slices.
-    let t = lid.y * TN + lid.x;
-    if t < TR * TN {
-        let r = t / TN;
-        let c = t % TN;
+    // TR x TN outputs; the invocations each add up the KS slices of one (or more) of them.
+    for (var o = lid.y * TN + lid.x; o < TR * TN; o += TN * KS) {
+        let r = o / TN;
+        let c = o % TN;
         var z = 0.0;
         for (var s = 0u; s < KS; s++) {
             z += partial[(s * TR + r) * TN + c];

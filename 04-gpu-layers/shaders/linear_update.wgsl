@@ -7,13 +7,18 @@
 // optimizer state move by SGD or Adam (common.wgsl). The gradient is also written to `grads`.
 //
 // Each workgroup owns a T x T tile of one layer's parameters (workgroups 0..b.first_group are
-// layer a's tiles, the rest layer b's). The batch is the reduction dimension: R rows of x and dy
-// at a time are staged in workgroup memory by all 256 invocations at once (one round of loads,
-// coalesced along k and j), and each invocation then sums its 2 x 2 parameters from there.
-// A thread that looped over the batch reading global memory would wait for ~64 loads one after
-// another; here the loads of the next round fly while the current one is multiplied. Putting
-// both layers in one dispatch saves a dispatch (and its barrier) per training step, where the
-// device allows the 11 storage buffers that takes.
+// layer a's tiles, the rest layer b's). The batch is the reduction dimension. Its rows are
+// staged in workgroup memory, UPD_R at a time (64: all of an MNIST batch in one round), by all
+// invocations at once: one round of loads, coalesced along k and j. The 64 x UPD_RS invocations
+// are UPD_RS slices of the batch times an 8 x 8 grid of 4 x 4 parameter blocks: each invocation
+// sums every UPD_RS-th row for its 16 parameters (one vec4 of x and one of dy per row, 16
+// multiply-adds), then the slices' partial sums meet in workgroup memory and each invocation
+// moves 1024 / (64 x UPD_RS) parameters. Splitting the batch over slices shortens each chain of
+// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4. The
+// parameters and their optimizer state are loaded at the start, while the rows are staged,
+// because they do not depend on the gradient. Putting both layers in one dispatch saves a
+// dispatch (and its barrier) per training step, where the device allows the 11 storage buffers
+// that takes (else linear_update_b_unbound.wgsl: one layer per dispatch).
 
 struct LayerShape {
     inputs: u32,
@@ -43,8 +48,15 @@ struct Update {
 // T, the parameters per tile side, comes from the prelude (the host sizes the grid with it).
 const R: u32 = 32u; // batch rows staged per round
 
-var<workgroup> xs: array<f32, 1024>; // [R][T]: x rows, k0..k0+T
-var<workgroup> ds: array<f32, 1024>; // [R][T]: dy rows, j0..j0+T
+// T (the tile side the host divides by), UPD_RS (batch slices) and UPD_R (rows per round) come
+// from the prelude.
+const TQ: u32 = T / 4u;                  // 4-wide blocks along a tile side
+const THREADS: u32 = TQ * TQ * UPD_RS;   // invocations per workgroup
+const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at the end
+
+// x rows (k0..k0+T) in the first half, dy rows (j0..j0+T) in the second, as vec4 quads; after
+// the last round the slices' partial sums: [UPD_RS][TQ * TQ][4] vec4.
+var<workgroup> sh: array<vec4<f32>, 2u * UPD_R * TQ>;
 
 // WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
 // is the same for the whole workgroup, so these branches never diverge.
@@ -62,33 +74,33 @@ fn load_dy(is_b: bool, i: u32) -> f32 {
     return dy_a[i];
 }
 
-// The values one invocation stages for one round of R rows: 4 of x and 4 of dy. Row `in` of the
-// augmented input is the constant 1 that multiplies the bias; rows past the batch are 0.
-struct Staged {
-    x: vec4<f32>,
-    dy: vec4<f32>,
-}
-
-fn fetch(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, r0: u32) -> Staged {
-    var out = Staged(vec4<f32>(0.0), vec4<f32>(0.0));
-    for (var e = 0u; e < 4u; e++) {
-        let idx = li + 256u * e;
-        let row = r0 + idx / T;
-        let cc = idx % T;
-        if row < batch.rows {
-            let k = k0 + cc;
-            if k < shape.inputs {
-                out.x[e] = load_x(is_b, row * shape.inputs + k);
-            } else if k == shape.inputs {
-                out.x[e] = 1.0;
-            }
-            let j = j0 + cc;
-            if j < shape.outputs {
-                out.dy[e] = load_dy(is_b, row * shape.outputs + j);
+// Four consecutive values of the augmented input row `row` ([x | 1]: column `inputs` is the
+// constant 1 that multiplies the bias), from column k; 0 past the batch and past the input.
+fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if row < batch.rows {
+        for (var e = 0u; e < 4u; e++) {
+            if k + e < shape.inputs {
+                v[e] = load_x(is_b, row * shape.inputs + k + e);
+            } else if k + e == shape.inputs {
+                v[e] = 1.0;
             }
         }
     }
-    return out;
+    return v;
+}
+
+// Four consecutive values of dy's row `row` from column j; 0 past the batch and the outputs.
+fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if row < batch.rows {
+        for (var e = 0u; e < 4u; e++) {
+            if j + e < shape.outputs {
+                v[e] = load_dy(is_b, row * shape.outputs + j + e);
+            }
+        }
+    }
+    return v;
 }
 
 // A parameter with its optimizer state, read before its gradient is known.
@@ -152,12 +164,8 @@ fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32) {
     }
 }
 
-@compute @workgroup_size(16, 16)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(local_invocation_index) li: u32,
-) {
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let is_b = wid.x >= u.b.first_group;
     var shape = u.a;
     if is_b {
@@ -166,41 +174,62 @@ fn main(
     let tile = wid.x - shape.first_group;
     let k0 = (tile / shape.tiles_n) * T;
     let j0 = (tile % shape.tiles_n) * T;
-    let ka = k0 + lid.y;
-    let kb = ka + 16u;
-    let ja = j0 + lid.x;
-    let jb = ja + 16u;
+    let q = li % (TQ * TQ); // this invocation's 4 x 4 block: rows 4 qk.., columns 4 qj..
+    let s = li / (TQ * TQ); // and its slice of the batch
+    let qk = q / TQ;
+    let qj = q % TQ;
 
-    // Every load is issued as early as possible, because each one waits a full memory latency:
-    // the parameters and optimizer state now (they do not depend on the gradient), and each
-    // round of rows while the previous round is being multiplied (double buffering).
-    let p00 = load_param(is_b, shape, ka, ja);
-    let p01 = load_param(is_b, shape, ka, jb);
-    let p10 = load_param(is_b, shape, kb, ja);
-    let p11 = load_param(is_b, shape, kb, jb);
-    var next = fetch(is_b, shape, k0, j0, li, 0u);
+    // The parameters this invocation moves at the end (element e = li + m * THREADS of the
+    // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
+    // gradient.
+    var pre: array<Param, PER_THREAD>;
+    for (var m = 0u; m < PER_THREAD; m++) {
+        let e = li + m * THREADS;
+        pre[m] = load_param(is_b, shape, k0 + e / T, j0 + e % T);
+    }
 
-    var acc = vec4<f32>(0.0); // (ka, ja), (ka, jb), (kb, ja), (kb, jb)
-    for (var r0 = 0u; r0 < batch.rows; r0 += R) {
-        for (var e = 0u; e < 4u; e++) {
-            xs[li + 256u * e] = next.x[e];
-            ds[li + 256u * e] = next.dy[e];
+    var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
+    for (var r0 = 0u; r0 < batch.rows; r0 += UPD_R) {
+        // Stage UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
+        // for dy. Every invocation loads its quads before storing any.
+        var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+        var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+        for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
+            let i = li + m * THREADS;
+            xq[m] = x_quad(is_b, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
+            dq[m] = dy_quad(is_b, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
+        }
+        for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
+            let i = li + m * THREADS;
+            sh[i] = xq[m];
+            sh[UPD_R * TQ + i] = dq[m];
         }
         workgroupBarrier();
-        if r0 + R < batch.rows {
-            next = fetch(is_b, shape, k0, j0, li, r0 + R);
-        }
-        for (var rr = 0u; rr < R; rr++) {
-            let xa = xs[rr * T + lid.y];
-            let xb = xs[rr * T + lid.y + 16u];
-            let da = ds[rr * T + lid.x];
-            let db = ds[rr * T + lid.x + 16u];
-            acc += vec4<f32>(xa * da, xa * db, xb * da, xb * db);
+        for (var rr = s; rr < UPD_R; rr += UPD_RS) {
+            let xv = sh[rr * TQ + qk];
+            let dv = sh[UPD_R * TQ + rr * TQ + qj];
+            acc[0] += xv.x * dv;
+            acc[1] += xv.y * dv;
+            acc[2] += xv.z * dv;
+            acc[3] += xv.w * dv;
         }
         workgroupBarrier();
     }
-    step(is_b, shape, ka, ja, p00, acc.x);
-    step(is_b, shape, ka, jb, p01, acc.y);
-    step(is_b, shape, kb, ja, p10, acc.z);
-    step(is_b, shape, kb, jb, p11, acc.w);
+
+    // The slices' partial sums meet in workgroup memory (the staging area is free now).
+    for (var a = 0u; a < 4u; a++) {
+        sh[(s * TQ * TQ + q) * 4u + a] = acc[a];
+    }
+    workgroupBarrier();
+    for (var m = 0u; m < PER_THREAD; m++) {
+        let e = li + m * THREADS;
+        let kk = e / T;
+        let jj = e % T;
+        let block = (kk / 4u) * TQ + jj / 4u;
+        var g = 0.0;
+        for (var t = 0u; t < UPD_RS; t++) {
+            g += sh[(t * TQ * TQ + block) * 4u + kk % 4u][jj % 4u];
+        }
+        step(is_b, shape, k0 + kk, j0 + jj, pre[m], g);
+    }
 }

@@ -1,6 +1,7 @@
-// softmax_row.wgsl: softmax + cross-entropy of ONE row by ONE workgroup, shared by the plain loss
-// kernel (softmax_ce.wgsl) and the fused output layer (output_layer.wgsl). Prepended after
-// common.wgsl; the including kernel declares `counters` (array<atomic<u32>>).
+// softmax_row.wgsl: softmax + cross-entropy of ONE row by ONE workgroup, for the plain loss
+// kernel (softmax_ce.wgsl). Prepended after common.wgsl and loss.wgsl; the including kernel
+// declares `counters` (array<atomic<u32>>). (The fused output layer does the same math its own
+// way, several rows per workgroup: output_layer.wgsl.)
 //
 // Numerically stable: with m = max_c z_c,
 //     p_c  = exp(z_c - m) / sum_c' exp(z_c' - m)        (every exp is of a number <= 0)
@@ -19,29 +20,6 @@ const NO_INDEX: u32 = 0xffffffffu;
 var<workgroup> row_values: array<f32, MAX_CLASSES>;
 var<workgroup> red_val: array<f32, ROW_WG>;
 var<workgroup> red_idx: array<u32, ROW_WG>;
-
-// Adds one row's loss to the 64-bit fixed-point sum in counters[LO], counters[HI] (units of
-// 2^-20). WGSL atomics exist only for 32-bit integers, and a float compare-exchange loop makes
-// the rows of a batch queue up and retry on one address; integer adds never retry, and the
-// sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU twin
-// computes exactly the same bits. The carry out of the low word is detected from the value
-// atomicAdd returns, so concurrent adds stay exact. A NaN or absurd loss (> 1e12) is counted
-// instead, and take_metrics reports it.
-fn add_loss(loss: f32) {
-    if !(loss <= 1e12) {
-        atomicAdd(&counters[COUNTER_NON_FINITE], 1u);
-        return;
-    }
-    let v = max(loss, 0.0);               // rounding can make a perfect row's loss -1e-7
-    let hi = floor(v * 0.000244140625);   // whole multiples of 2^12 (= 2^32 units); * 2^-12 is exact
-    let lo = u32((v - hi * 4096.0) * 1048576.0); // the rest, in units of 2^-20
-    let old = atomicAdd(&counters[COUNTER_LOSS_LO], lo);
-    let carry = select(0u, 1u, old > 0xffffffffu - lo);
-    let high = u32(hi) + carry;
-    if high != 0u {
-        atomicAdd(&counters[COUNTER_LOSS_HI], high);
-    }
-}
 
 // Is (value b at index bi) a better argmax than (value a at index ai)? Larger wins; on a tie the
 // smaller index wins, like the CPU twin's "first maximum".

@@ -14,6 +14,7 @@ use crate::{Activation, LayersError, Optimizer};
 
 /// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`, NaN
 /// passing through every activation.
+#[inline]
 pub fn activate_value(z: f32, act: Option<Activation>) -> f32 {
     match act {
         None => z,
@@ -43,6 +44,7 @@ const GELU_K1: f32 = 0.044_715;
 /// `act'` written with the activation's output `y`: `relu' = [y > 0]`, `tanh' = 1 - y^2`,
 /// `sigmoid' = y (1 - y)`. GELU has no such form (the networks never ask; this returns NaN so a
 /// mistake shows): use [`activate_grad_from_input`].
+#[inline]
 pub fn activate_grad(y: f32, act: Option<Activation>) -> f32 {
     match act {
         None => 1.0,

@@ -1,6 +1,8 @@
-//! Op -> twin: how the CPU runs each [`Op`] of a tape, the mirror of `gpu_dispatch.rs`. Each op
-//! calls its twin in `cpu.rs` on the live rows (`B`, the current batch) of the tensors it names,
-//! and the loss ops add to the counters as the kernels do with atomics.
+//! Op -> twin: how the CPU runs each [`Op`] of a tape, the mirror of `gpu_dispatch.rs`. Each
+//! primitive op calls its twin in `cpu.rs` on the live rows (`B`, the current batch) of the
+//! tensors it names, and the loss ops add to the counters as the kernels do with atomics. The
+//! fused ops run the fast versions in `cpu_fast.rs` (one pass, no allocation, threads where they
+//! pay), whose tests check them against the fused twins, the compositions of the primitives.
 //!
 //! | op | twin (`cpu.rs`) | reads | writes |
 //! |---|---|---|---|
@@ -11,10 +13,10 @@
 //! | `SoftmaxCrossEntropy` | `softmax_cross_entropy` | logits, labels | out, counters |
 //! | `ColumnSum` | `column_sum` | x | out |
 //! | `Update` | `update` (`sgd` / `adam`) | grads, counters (step) | params, state |
-//! | `LinearForward` | `linear_forward` | x, params | y |
-//! | `OutputLayer` | `output_layer` | h, params, labels | out, dh, counters |
-//! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h | dx |
-//! | `LinearUpdate` | `linear_grads`, then `update`, per layer | x, dy, counters (step) | grads, params, state |
+//! | `LinearForward` | `cpu_fast::linear_forward` (twin `linear_forward`) | x, params | y |
+//! | `OutputLayer` | `cpu_fast::output_layer` (twin `output_layer`) | h, params, labels | out, dh, counters |
+//! | `LinearBackwardInput` | `cpu_fast::linear_backward_input` (twin `linear_backward_input`) | dy, params, h | dx |
+//! | `LinearUpdate` | `cpu_fast::linear_update` per layer (twins `linear_grads`, then `update`) | x, dy, counters (step) | grads, params, state |
 //! | `ActivateCopy` | `activation_copy_forward` | x | y |
 //! | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | dy |
 //! | `Dropout` | `dropout_forward` | x, counters (step) | y, mask |
@@ -24,7 +26,7 @@
 use crate::cpu_tape::CpuTape;
 use crate::tape::Op;
 use crate::wgsl::COUNTER_STEP;
-use crate::{Activation, LayersError, cpu};
+use crate::{Activation, LayersError, cpu, cpu_fast};
 
 /// GELU's derivative needs its input: the in-place activation backward cannot compute it (the
 /// networks never ask; a hand-written tape might).
@@ -77,39 +79,37 @@ pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
             tape.f32s[state.0] = st;
         }
         Op::LinearForward { x, params, y, act } => {
-            let r = cpu::linear_forward(tape.get(x), b, x.cols, &tape.f32s[params.0], y.cols, act)?;
-            tape.f32s[y.tensor.0][..r.len()].copy_from_slice(&r);
+            tape.with_mut(y.tensor, |t, yv| cpu_fast::linear_forward(t.get(x), b, x.cols, &t.f32s[params.0], y.cols, act, yv));
         }
         Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
-            let labels = tape.u32s[labels.0][..b].to_vec();
-            let n_out = tape.len(out);
             let mut o = std::mem::take(&mut tape.f32s[out.tensor.0]);
             let mut d = dh.map(|(v, _)| std::mem::take(&mut tape.f32s[v.tensor.0]));
             let dh_arg = match (dh, d.as_mut()) {
-                (Some((v, act)), Some(d)) => Some((&mut d[..tape.len(v)], act)),
+                (Some((_, act)), Some(d)) => Some((&mut d[..], act)),
                 _ => None,
             };
-            let stats = cpu::output_layer(
+            let stats = cpu_fast::output_layer(
                 tape.get(h),
                 b,
                 h.cols,
                 &tape.f32s[params.0],
                 out.cols,
-                &labels,
+                &tape.u32s[labels.0][..b],
                 mode,
                 inv_rows,
-                &mut o[..n_out],
+                &mut o,
                 dh_arg,
             );
             tape.f32s[out.tensor.0] = o;
             if let (Some((v, _)), Some(d)) = (dh, d) {
                 tape.f32s[v.tensor.0] = d;
             }
-            tape.count(counters, stats?, mode);
+            tape.count(counters, stats, mode);
         }
         Op::LinearBackwardInput { dy, params, h, act, dx } => {
-            let r = cpu::linear_backward_input(tape.get(dy), b, dy.cols, &tape.f32s[params.0], dx.cols, tape.get(h), act)?;
-            tape.f32s[dx.tensor.0][..r.len()].copy_from_slice(&r);
+            tape.with_mut(dx.tensor, |t, d| {
+                cpu_fast::linear_backward_input(t.get(dy), b, dy.cols, &t.f32s[params.0], dx.cols, t.get(h), act, d)
+            });
         }
         Op::ActivateCopy { x, y, act } => {
             let n = tape.len(y);
@@ -139,10 +139,12 @@ pub(crate) fn run_op(tape: &mut CpuTape, op: &Op) -> Result<(), LayersError> {
         Op::LinearUpdate { first, second, counters, opt } => {
             let step = tape.u32s[counters.0][COUNTER_STEP];
             for l in std::iter::once(first).chain(second) {
-                let g = cpu::linear_grads(tape.get(l.x), b, l.x.cols, tape.get(l.dy), l.dy.cols)?;
-                tape.f32s[l.grads.0][..g.len()].copy_from_slice(&g);
+                let mut p = std::mem::take(&mut tape.f32s[l.params.0]);
+                let mut g = std::mem::take(&mut tape.f32s[l.grads.0]);
                 let mut st = std::mem::take(&mut tape.f32s[l.state.0]);
-                cpu::update(&mut tape.f32s[l.params.0][..g.len()], &g, &mut st, opt, step);
+                cpu_fast::linear_update(tape.get(l.x), b, l.x.cols, tape.get(l.dy), l.dy.cols, &mut p, &mut g, &mut st, opt, step);
+                tape.f32s[l.params.0] = p;
+                tape.f32s[l.grads.0] = g;
                 tape.f32s[l.state.0] = st;
             }
         }

@@ -17,9 +17,11 @@ pub struct CpuTrainer {
 }
 
 impl CpuTrainer {
-    /// A trainer for batches of up to `max_batch` rows, parameters from `spec.init_parameters(seed)`.
+    /// A trainer for batches of up to `max_batch` rows, parameters from `spec.init_parameters(seed)`,
+    /// running the fused tapes with the fast CPU ops of `cpu_fast.rs`. `with_fusion(..,
+    /// Fusion::Composed)` runs the primitive twins instead, the plain reference.
     pub fn new(spec: &NetworkSpec, optimizer: Optimizer, max_batch: usize, seed: u64) -> Result<Self, LayersError> {
-        Self::with_fusion(spec, optimizer, max_batch, seed, Fusion::Composed)
+        Self::with_fusion(spec, optimizer, max_batch, seed, Fusion::Fused)
     }
 
     /// Like [`CpuTrainer::new`], running the `fusion` tapes (both compute the same math).

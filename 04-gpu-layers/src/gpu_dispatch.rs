@@ -5,7 +5,9 @@
 //! Every kernel binds its tensors in the order below, then the shared `batch` uniform (except
 //! the optimizers, which do not read the batch), then its own uniform (`wgsl.rs`). `B` is the
 //! largest batch (buffers and grids are sized for it; kernels skip rows past the live batch),
-//! `WG`, `ROW_WG`, `COLS`, `TN`, `TR` and `T` the constants of `wgsl.rs`.
+//! `WG`, `ROW_WG`, `COLS` and `T` the constants of `wgsl.rs`, `TN`, `TR` and `RPW` the fused
+//! kernels' tile sizes (`FusedTiles`: `forward_tn`, `forward_tr`, `output_rows`, fewer rows when
+//! that many rows' logits would not fit in workgroup memory).
 //!
 //! | op | kernel | tensors bound | uniform | grid (workgroups) |
 //! |---|---|---|---|---|
@@ -18,7 +20,7 @@
 //! | `Update` (SGD) | `sgd` | params, grads, velocity | `Opt` | `len / WG` |
 //! | `Update` (Adam) | `adam` | params, grads, moments, counters | `Opt` | `len / WG` |
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
-//! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B` (one per row) |
+//! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
 //! | `ActivateCopy` | `activation_copy_forward` | x, y | `ActivationParams` | `B*cols / WG` |
@@ -44,7 +46,7 @@ use crate::wgsl::{
     self, ActivationParams, BiasAddParams, ColumnSumParams, DropoutBackwardParams, DropoutParams, LayerShape, LinearParams,
     MseParams, Opt, OutputLayerParams, SoftmaxCeParams, Update,
 };
-use crate::{Activation, LayersError, MAX_CLASSES, Optimizer};
+use crate::{Activation, ByteImages, LayersError, MAX_CLASSES, Optimizer};
 
 /// One prepared op: everything a recording needs, made once.
 pub(crate) enum Step {
@@ -57,10 +59,13 @@ pub(crate) enum Step {
     },
     /// Stage 03's matmul; `dims` are its `(m, k, n)`, some of which follow the batch.
     Matmul { call: MatmulCall, dims: (Dim, Dim, Dim) },
+    /// The gathering forward: its `slot` uniform is bound at `slot * stride`.
+    Gathered { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, groups: (u32, u32, u32), stride: u64 },
 }
 
 impl Step {
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+    /// Records the dispatch; a gathering one reads batch `slot` of its source.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, slot: usize) {
         match self {
             Step::Kernel { pipeline, bind_group, groups, .. } => {
                 pass.set_pipeline(pipeline);
@@ -68,8 +73,71 @@ impl Step {
                 pass.dispatch_workgroups(groups.0, groups.1, groups.2);
             }
             Step::Matmul { call, .. } => call.record(pass),
+            Step::Gathered { pipeline, bind_group, groups, stride } => {
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bind_group, &[(slot as u64 * stride) as u32]);
+                pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+            }
         }
     }
+}
+
+/// The gathering form of a first layer's `LinearForward` (see `ByteImages`): the same grid and
+/// uniform, the byte images, labels, order and slots of `source` bound instead of x, and the
+/// input and `labels` tensors bound as the copies it keeps for the rest of the step.
+pub(crate) fn prepare_gathered(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    op: &Op,
+    labels: TensorId,
+    source: &ByteImages<'_>,
+) -> Result<Step, LayersError> {
+    let Op::LinearForward { x, params, y, act } = *op else {
+        return Err(LayersError::Spec(format!("only a linear_forward can gather its input, not {}", op.kernel_name())));
+    };
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let tiles = kernels.tiles();
+    let gx = y.cols.div_ceil(tiles.forward_tn as usize);
+    let gy = x.rows.at(tape.max_batch).div_ceil(tiles.forward_tr as usize);
+    check_groups(ctx, "linear_forward (gathering)", gx.max(gy))?;
+    let uniform = tape.manager.uniform(
+        ctx,
+        "linear_forward (gathering)",
+        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), _pad: 0 },
+    );
+    let pipeline = kernels.pipeline(ctx, KernelId::LinearForwardGather)?;
+    fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
+        b.as_entire_binding()
+    }
+    let slot = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer: source.slots,
+        offset: 0,
+        size: wgpu::BufferSize::new(std::mem::size_of::<wgsl::GatherSlot>() as u64),
+    });
+    let resources = [
+        whole(source.images),
+        whole(buf(params)),
+        whole(buf(y.tensor)),
+        whole(&tape.batch_uniform),
+        whole(&uniform),
+        whole(source.labels),
+        whole(source.order),
+        slot,
+        whole(buf(x.tensor)),
+        whole(buf(labels)),
+    ];
+    let entries: Vec<wgpu::BindGroupEntry> =
+        resources.into_iter().enumerate().map(|(i, resource)| wgpu::BindGroupEntry { binding: i as u32, resource }).collect();
+    let bind_group = ctx.scoped(|| {
+        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("linear_forward (gathering)"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    })?;
+    tape.manager.note_external(0, 1, 0);
+    Ok(Step::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride })
 }
 
 /// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).
@@ -79,6 +147,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
     let rows = |v: &View| v.rows.at(tape.max_batch);
     let batch = &tape.batch_uniform;
     let name = op.kernel_name();
+    let tiles = kernels.tiles();
     // Binds `bound` at 0, 1, ... and the op's uniform last, or, where `numbers` are given, each
     // at its own binding number (the one-layer linear_update, whose bindings 5-9 are absent).
     let kernel_at = |id: KernelId, uniform: &wgpu::Buffer, bound: &[&wgpu::Buffer], numbers: Option<&[u32]>, groups: (u32, u32, u32)| {
@@ -99,13 +168,10 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
     let act = |a: Activation| Activation::code(Some(a));
     let u32_ = |n: usize| n as u32;
     // The loss kernels keep a row of logits in workgroup memory.
-    if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } | Op::MeanSquaredError { out, .. } = op {
-        if out.cols > MAX_CLASSES {
-            return Err(LayersError::Spec(format!(
-                "{name}: {} classes; the loss kernels handle at most {MAX_CLASSES}",
-                out.cols
-            )));
-        }
+    if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } | Op::MeanSquaredError { out, .. } = op
+        && out.cols > MAX_CLASSES
+    {
+        return Err(LayersError::Spec(format!("{name}: {} classes; the loss kernels handle at most {MAX_CLASSES}", out.cols)));
     }
     match *op {
         Op::Matmul { a, b, out, t } => {
@@ -166,8 +232,8 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             }
         }
         Op::LinearForward { x, params, y, act: a } => {
-            let gx = y.cols.div_ceil(wgsl::LINEAR_FORWARD_TN as usize);
-            let gy = rows(&x).div_ceil(wgsl::LINEAR_FORWARD_TR as usize);
+            let gx = y.cols.div_ceil(tiles.forward_tn as usize);
+            let gy = rows(&x).div_ceil(tiles.forward_tr as usize);
             check_groups(ctx, name, gx.max(gy))?;
             kernel(
                 KernelId::LinearForward,
@@ -181,11 +247,21 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 Some((v, a)) => (buf(v.tensor), act(a)),
                 None => (&tape.placeholders_rw[0], Activation::code(None)),
             };
+            // As many rows per workgroup as the tiles say and the workgroup's logits hold.
+            let rows_per_group = tiles.output_rows.min(wgsl::OUTPUT_Z_SHARED / out.cols.max(1) as u32).max(1);
+            let params_u = OutputLayerParams {
+                inputs: u32_(h.cols),
+                classes: u32_(out.cols),
+                mode: mode as u32,
+                hidden_act,
+                rows_per_group,
+                _pad: [0; 3],
+            };
             kernel(
                 KernelId::OutputLayer,
-                &m.uniform(ctx, name, &OutputLayerParams { inputs: u32_(h.cols), classes: u32_(out.cols), mode: mode as u32, hidden_act }),
+                &m.uniform(ctx, name, &params_u),
                 &[buf(h.tensor), buf(params), buf(labels), buf(out.tensor), dh_buf, buf(counters), batch],
-                per_row(rows(&h))?,
+                per_row(rows(&h).div_ceil(rows_per_group as usize))?,
             )
         }
         Op::LinearBackwardInput { dy, params, h, act: a, dx } => kernel(

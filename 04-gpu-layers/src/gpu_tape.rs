@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::GpuContext;
 
-use crate::LayersError;
+use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
-use crate::gpu_dispatch::{Step, prepare};
+use crate::gpu_dispatch::{Step, prepare, prepare_gathered};
 use crate::kernels::Kernels;
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, Opt};
@@ -84,9 +84,37 @@ impl GpuTape {
         Ok(id)
     }
 
+    /// Like [`GpuTape::add_tape`], with the first op (a `LinearForward` of the input tensor)
+    /// gathering its batches from `source` and keeping them in the input and `labels` tensors;
+    /// record it with [`GpuTape::record_at`].
+    pub fn add_gathered_tape(
+        &mut self,
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        ops: &[Op],
+        labels: TensorId,
+        source: &ByteImages<'_>,
+    ) -> Result<TapeId, LayersError> {
+        let (first, rest) = ops.split_first().ok_or_else(|| LayersError::Spec("an empty tape gathers nothing".into()))?;
+        let pairs = crate::wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs;
+        let mut steps = vec![prepare_gathered(self, ctx, kernels, first, labels, source)?];
+        for op in rest.iter().flat_map(|op| one_layer_per_update(op, pairs)) {
+            steps.push(prepare(self, ctx, kernels, &op)?);
+        }
+        self.tapes.push(steps);
+        let id = TapeId(self.tapes.len() - 1);
+        self.set_batch(ctx, self.batch())?;
+        Ok(id)
+    }
+
     /// Records every dispatch of `tape` into `pass`.
     pub fn record(&self, tape: TapeId, pass: &mut wgpu::ComputePass<'_>) {
-        self.tapes[tape.0].iter().for_each(|s| s.record(pass));
+        self.record_at(tape, 0, pass);
+    }
+
+    /// Records every dispatch of `tape` into `pass`, a gathering one reading batch `slot`.
+    pub fn record_at(&self, tape: TapeId, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.tapes[tape.0].iter().for_each(|s| s.record(pass, slot));
     }
 
     /// Records `tape` `times` times into one pass and submits it. Does not wait.
@@ -97,7 +125,7 @@ impl GpuTape {
 
     /// Records only dispatch `index` of `tape` (for timing one kernel at a time).
     pub fn record_one(&self, tape: TapeId, index: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tapes[tape.0][index].record(pass);
+        self.tapes[tape.0][index].record(pass, 0);
     }
 
     /// Dispatches one recording of `tape` makes.

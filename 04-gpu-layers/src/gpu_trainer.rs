@@ -14,7 +14,63 @@ use crate::kernels::Kernels;
 use crate::network::{join_parameters, split_parameters};
 use crate::tape::TensorId;
 use crate::wgsl::{COUNTER_STEP, COUNTERS};
-use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
+use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer, Precision};
+
+/// Which hidden layers the GPU trainer's fused tapes run through stage 03's matmul kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// By shape: [`routes_by_shape`], the rule measured on the H200.
+    Auto,
+    /// Every layer through the fused layer kernels.
+    Never,
+    /// Every hidden layer through stage 03's matmul.
+    Always,
+}
+
+/// The size of a hidden layer's products, `max_batch x outputs`, from which stage 03's f32
+/// matmul (kernel 05, with separate bias, activation, column-sum and optimizer dispatches) beats
+/// the fused layer kernels on the H200 (`gpu-layers --sweep`, wide-layer table: at 512 x 1024
+/// 170 against 208 us per step; at 256 x 1024 136 against 130, 512 x 512 131 against 119).
+pub const ROUTE_MIN_F32: usize = 512 * 1024;
+/// The same for the f16-input matmul (kernel 08, tensor cores): at 256 x 1024 104 against 130 us,
+/// 512 x 512 96 against 119; at 128 x 1024 100 against 93, 256 x 512 82 against 75.
+pub const ROUTE_MIN_F16: usize = 256 * 1024;
+
+/// Whether a hidden layer `[inputs] -> [outputs]` trained in batches of up to `max_batch` rows
+/// goes through stage 03's matmul under [`Routing::Auto`], whose products run at `precision`.
+/// The rule measured on the H200 (all widths with 784 inputs): `max_batch * outputs` at least
+/// [`ROUTE_MIN_F32`], or [`ROUTE_MIN_F16`] for f16 inputs on tensor cores.
+pub fn routes_by_shape(max_batch: usize, inputs: usize, outputs: usize, precision: Precision) -> bool {
+    let _ = inputs; // the measured rule does not depend on it
+    let min = if precision == Precision::F16Inputs { ROUTE_MIN_F16 } else { ROUTE_MIN_F32 };
+    max_batch.saturating_mul(outputs) >= min
+}
+
+/// Byte images on the GPU that the first layer's forward dispatch gathers its batches from by
+/// itself (`shaders/forward_input_gather.wgsl`), instead of a separate gather dispatch per step:
+/// stage 05's MNIST splits. Batch `s` is rows `order[slot_s.first ..][..slot_s.count]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ByteImages<'a> {
+    /// `[n, ceil(inputs / 4)]` u32: the pixels, 4 to a word (little-endian), each image
+    /// starting on a word.
+    pub images: &'a wgpu::Buffer,
+    /// `[ceil(n / 4)]` u32: the labels, 4 to a word.
+    pub labels: &'a wgpu::Buffer,
+    /// `[n]` u32: which image each row of the epoch takes.
+    pub order: &'a wgpu::Buffer,
+    /// One [`GatherSlot`](crate::GatherSlot) per batch, `stride` bytes apart (a multiple of the
+    /// device's `min_uniform_buffer_offset_alignment`).
+    pub slots: &'a wgpu::Buffer,
+    pub stride: u64,
+}
+
+/// The train and eval tapes of a [`GpuTrainer`] that gather their batches from one
+/// [`ByteImages`] source (see [`GpuTrainer::add_gathered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gathered {
+    train: TapeId,
+    eval: TapeId,
+}
 
 /// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
 pub struct GpuTrainer {
@@ -37,10 +93,12 @@ impl GpuTrainer {
         max_batch: usize,
         seed: u64,
     ) -> Result<Self, LayersError> {
-        Self::with_options(ctx, &Kernels::new(), spec, optimizer, max_batch, seed, Fusion::Fused)
+        let kernels = Kernels::with_tiles(crate::FusedTiles::for_batch(max_batch));
+        Self::with_options(ctx, &kernels, spec, optimizer, max_batch, seed, Fusion::Fused)
     }
 
-    /// Like [`GpuTrainer::new`], sharing compiled `kernels` and choosing the tapes' [`Fusion`].
+    /// Like [`GpuTrainer::new`], sharing compiled `kernels` and choosing the tapes' [`Fusion`]
+    /// (the fused tapes route wide layers by [`Routing::Auto`]).
     pub fn with_options(
         ctx: &GpuContext,
         kernels: &Arc<Kernels>,
@@ -50,7 +108,33 @@ impl GpuTrainer {
         seed: u64,
         fusion: Fusion,
     ) -> Result<Self, LayersError> {
-        let net = Network::new(spec, optimizer, fusion, seed)?;
+        Self::with_routing(ctx, kernels, spec, optimizer, max_batch, seed, fusion, Routing::Auto)
+    }
+
+    /// Like [`GpuTrainer::with_options`], choosing which hidden layers of the fused tapes run
+    /// their products through stage 03's matmul (`kernels`' precision) instead of the fused
+    /// layer kernels.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_routing(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+        fusion: Fusion,
+        routing: Routing,
+    ) -> Result<Self, LayersError> {
+        let routed: Vec<bool> = spec
+            .layer_shapes()
+            .iter()
+            .map(|&(inputs, outputs)| match routing {
+                Routing::Auto => routes_by_shape(max_batch, inputs, outputs, kernels.matmul_precision_on(ctx)),
+                Routing::Never => false,
+                Routing::Always => true,
+            })
+            .collect();
+        let net = Network::with_routes(spec, optimizer, fusion, seed, &routed)?;
         let mut tape = GpuTape::new(ctx, &net.tensors, max_batch)?;
         let train = tape.add_tape(ctx, kernels, &net.train)?;
         let eval = tape.add_tape(ctx, kernels, &net.eval)?;
@@ -138,6 +222,39 @@ impl GpuTrainer {
     /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
     pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
         self.tape.record(self.train, pass);
+    }
+
+    /// Whether [`GpuTrainer::add_gathered`] works for this network: its first op must be a
+    /// fused `linear_forward` (a hidden layer, not routed through stage 03's matmul).
+    pub fn can_gather(&self) -> bool {
+        matches!(self.net.train.first(), Some(crate::Op::LinearForward { x, .. }) if x.tensor == self.net.input)
+    }
+
+    /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself
+    /// (and keeps it in [`GpuTrainer::input`] and [`GpuTrainer::labels`] for the rest of the
+    /// step): one dispatch per step fewer than a gather kernel plus [`GpuTrainer::record_step`].
+    /// Errors unless [`GpuTrainer::can_gather`].
+    pub fn add_gathered(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<Gathered, LayersError> {
+        if !self.can_gather() {
+            return Err(LayersError::Spec(
+                "only a network whose first layer runs the fused linear_forward can gather its batches".into(),
+            ));
+        }
+        let labels = self.net.labels;
+        let train = self.tape.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?;
+        let eval = self.tape.add_gathered_tape(ctx, kernels, &self.net.eval, labels, source)?;
+        Ok(Gathered { train, eval })
+    }
+
+    /// Records one training step on batch `slot` of a gathered source (set the batch size to
+    /// the slot's row count first, as for [`GpuTrainer::record_step`]).
+    pub fn record_gathered_step(&self, gathered: Gathered, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record_at(gathered.train, slot, pass);
+    }
+
+    /// Records forward + loss of batch `slot` of a gathered source; adds to the metrics.
+    pub fn record_gathered_eval(&self, gathered: Gathered, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record_at(gathered.eval, slot, pass);
     }
 
     /// Records forward + loss only (no gradients, no update); adds to the same metrics.

@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use common::{GpuContext, GpuError};
-use gpu_matmul::{Kernel, Matmul};
+use gpu_matmul::{Kernel, Matmul, Precision};
 
+use crate::wgsl::FusedTiles;
 use crate::{LayersError, wgsl};
 
 const COMMON: &str = include_str!("../shaders/common.wgsl");
 const SOFTMAX_ROW: &str = include_str!("../shaders/softmax_row.wgsl");
+const LOSS: &str = include_str!("../shaders/loss.wgsl");
 
 /// One kernel of `shaders/`, named like its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,6 +27,8 @@ pub enum KernelId {
     Sgd,
     Adam,
     LinearForward,
+    /// `linear_forward` reading its batch from byte images itself (`forward_input_gather.wgsl`).
+    LinearForwardGather,
     OutputLayer,
     LinearBackwardInput,
     LinearUpdate,
@@ -37,7 +41,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 16] = [
+    pub const ALL: [KernelId; 17] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -46,6 +50,7 @@ impl KernelId {
         KernelId::Sgd,
         KernelId::Adam,
         KernelId::LinearForward,
+        KernelId::LinearForwardGather,
         KernelId::OutputLayer,
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
@@ -66,6 +71,7 @@ impl KernelId {
             KernelId::Sgd => "sgd",
             KernelId::Adam => "adam",
             KernelId::LinearForward => "linear_forward",
+            KernelId::LinearForwardGather => "linear_forward (gathering)",
             KernelId::OutputLayer => "output_layer",
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
@@ -79,16 +85,28 @@ impl KernelId {
 
     /// This kernel's own constants, as `(WGSL name, value)`, written into its prelude (the
     /// shared ones, like `WG`, are in every prelude): the grid constants the host divides by,
-    /// and the sizes `fit` chooses for the device.
-    pub fn tile_constants(self, fit: wgsl::DeviceFit) -> Vec<(&'static str, u32)> {
+    /// the fused kernels' `tiles`, and the sizes `fit` chooses for the device.
+    pub fn tile_constants(self, tiles: &FusedTiles, fit: wgsl::DeviceFit) -> Vec<(&'static str, u32)> {
         match self {
             KernelId::ColumnSum => vec![("COLS", wgsl::COLUMN_SUM_COLS)],
-            KernelId::LinearForward => {
-                vec![("TN", wgsl::LINEAR_FORWARD_TN), ("TR", wgsl::LINEAR_FORWARD_TR), ("KS", fit.linear_forward_ks)]
+            KernelId::LinearForward | KernelId::LinearForwardGather => vec![
+                ("TN", tiles.forward_tn),
+                ("KS", tiles.forward_ks),
+                ("TR", tiles.forward_tr),
+                ("U", tiles.forward_u),
+                ("X_SHARED", fit.forward_x_shared),
+            ],
+            KernelId::OutputLayer => vec![
+                ("OUT_WG", tiles.output_wg),
+                ("OUT_RPW", tiles.output_rows),
+                ("OUT_Z_SHARED", wgsl::OUTPUT_Z_SHARED),
+                ("W_SHARED", fit.output_w_shared),
+                ("H_SHARED", fit.output_h_shared),
+            ],
+            KernelId::LinearUpdate => {
+                vec![("T", wgsl::LINEAR_UPDATE_T), ("UPD_R", wgsl::LINEAR_UPDATE_R), ("UPD_RS", tiles.update_slices)]
             }
-            KernelId::OutputLayer => vec![("W_SHARED", fit.output_w_shared), ("H_SHARED", fit.output_h_shared)],
-            KernelId::LinearUpdate => vec![("T", wgsl::LINEAR_UPDATE_T)],
-            _ => Vec::new(),
+            _ => vec![],
         }
     }
 
@@ -106,7 +124,9 @@ impl KernelId {
             KernelId::ColumnSum => ("shaders/column_sum.wgsl", include_str!("../shaders/column_sum.wgsl")),
             KernelId::Sgd => ("shaders/sgd.wgsl", include_str!("../shaders/sgd.wgsl")),
             KernelId::Adam => ("shaders/adam.wgsl", include_str!("../shaders/adam.wgsl")),
-            KernelId::LinearForward => ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl")),
+            KernelId::LinearForward | KernelId::LinearForwardGather => {
+                ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl"))
+            }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
@@ -123,9 +143,19 @@ impl KernelId {
             KernelId::Mse => ("shaders/mse.wgsl", include_str!("../shaders/mse.wgsl")),
         };
         let mut files = vec![("shaders/common.wgsl", COMMON)];
-        // mse.wgsl uses softmax_row.wgsl's add_loss (the fixed-point loss sum).
+        // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
         if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer | KernelId::Mse) {
+            files.push(("shaders/loss.wgsl", LOSS));
+        }
+        if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
+        }
+        match self {
+            KernelId::LinearForward => files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl"))),
+            KernelId::LinearForwardGather => {
+                files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
+            }
+            _ => {}
         }
         files.push(body);
         if self == KernelId::LinearUpdate {
@@ -138,9 +168,10 @@ impl KernelId {
         files
     }
 
-    /// The kernel's source for a device of `fit`: the generated prelude, then its files.
-    pub fn source(self, fit: wgsl::DeviceFit) -> String {
-        let mut src = wgsl::prelude(&self.tile_constants(fit));
+    /// The kernel's source with `tiles` on a device of `fit`: the generated prelude, then its
+    /// files.
+    pub fn source(self, tiles: &FusedTiles, fit: wgsl::DeviceFit) -> String {
+        let mut src = wgsl::prelude(&self.tile_constants(tiles, fit));
         for (_, text) in self.files(fit) {
             src.push('\n');
             src.push_str(text);
@@ -151,11 +182,24 @@ impl KernelId {
 
 /// Compiled pipelines, made the first time a trainer needs them. Share one `Arc<Kernels>`
 /// between trainers to compile each kernel once per process.
-#[derive(Default)]
 pub struct Kernels {
     pipelines: Mutex<HashMap<KernelId, wgpu::ComputePipeline>>,
     matmul: Mutex<Option<Arc<Matmul>>>,
     bounds_checks: bool,
+    tiles: FusedTiles,
+    matmul_precision: Precision,
+}
+
+impl Default for Kernels {
+    fn default() -> Self {
+        Self {
+            pipelines: Mutex::default(),
+            matmul: Mutex::default(),
+            bounds_checks: false,
+            tiles: FusedTiles::DEFAULT,
+            matmul_precision: Precision::F32,
+        }
+    }
 }
 
 impl Kernels {
@@ -173,6 +217,41 @@ impl Kernels {
         Arc::new(Self { bounds_checks: true, ..Self::default() })
     }
 
+    /// Kernels with other tile sizes for the fused kernels (see [`FusedTiles`]; checked against
+    /// the adapter when a pipeline is built).
+    pub fn with_tiles(tiles: FusedTiles) -> Arc<Self> {
+        Arc::new(Self { tiles, ..Self::default() })
+    }
+
+    /// Kernels whose stage-03 products (composed tapes, routed layers) use `precision`:
+    /// `Precision::F16Inputs` rounds the inputs of each product to f16 (a relative 2^-11 each,
+    /// f32 sums) and runs on the tensor cores where the adapter has cooperative matrices; where
+    /// it has none, the f32 kernel runs instead.
+    pub fn with_matmul_precision(precision: Precision) -> Arc<Self> {
+        Arc::new(Self { matmul_precision: precision, ..Self::default() })
+    }
+
+    /// The precision asked for the stage-03 products.
+    pub fn matmul_precision(&self) -> Precision {
+        self.matmul_precision
+    }
+
+    /// The precision the stage-03 products actually run at on this adapter (f16 inputs only
+    /// where it has cooperative matrices).
+    pub fn matmul_precision_on(&self, ctx: &GpuContext) -> Precision {
+        Kernel::fastest(ctx, self.matmul_precision).precision()
+    }
+
+    /// Kernels with both options (see [`Kernels::with_tiles`], [`Kernels::with_matmul_precision`]).
+    pub fn with_options(tiles: FusedTiles, precision: Precision) -> Arc<Self> {
+        Arc::new(Self { tiles, matmul_precision: precision, ..Self::default() })
+    }
+
+    /// The fused kernels' tile sizes.
+    pub fn tiles(&self) -> FusedTiles {
+        self.tiles
+    }
+
     /// Whether these kernels were compiled with naga's bounds checks.
     pub fn bounds_checks(&self) -> bool {
         self.bounds_checks
@@ -184,31 +263,93 @@ impl Kernels {
         if let Some(p) = cache.get(&id) {
             return Ok(p.clone());
         }
-        let source = id.source(wgsl::DeviceFit::for_limits(&ctx.limits));
-        let pipeline = build_pipeline(ctx, id.name(), &source, self.bounds_checks)?;
+        let fit = wgsl::DeviceFit::for_limits(&ctx.limits);
+        let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
+        tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
+        let layout = (id == KernelId::LinearForwardGather).then(|| gather_layout(ctx));
+        let pipeline = build_pipeline(ctx, id.name(), &id.source(&tiles, fit), self.bounds_checks, layout.as_ref())?;
         cache.insert(id, pipeline.clone());
         Ok(pipeline)
     }
 
-    /// Stage 03's best matmul, for the composed tapes.
+    /// Stage 03's fastest matmul at [`Kernels::matmul_precision`] on this adapter
+    /// (`Kernel::fastest`), for the composed tapes and the routed layers.
     pub fn matmul(&self, ctx: &GpuContext) -> Result<Arc<Matmul>, LayersError> {
         let mut slot = self.matmul.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = slot.as_ref() {
             return Ok(m.clone());
         }
-        let m = Arc::new(Matmul::new(ctx, Kernel::BEST)?);
+        let m = Arc::new(Matmul::new(ctx, Kernel::fastest(ctx, self.matmul_precision))?);
         *slot = Some(m.clone());
         Ok(m)
     }
 }
 
-/// A compute pipeline for `main`. Workgroup memory is not zero-initialised: every kernel here
-/// writes its shared arrays before reading them, and zeroing costs time in every workgroup.
-fn build_pipeline(ctx: &GpuContext, label: &str, wgsl: &str, bounds_checks: bool) -> Result<wgpu::ComputePipeline, GpuError> {
+/// A compute pipeline for `main`, with the layout wgpu derives from the shader unless one is
+/// given. Workgroup memory is not zero-initialised: every kernel here writes its shared arrays
+/// before reading them, and zeroing costs time in every workgroup.
+fn build_pipeline(
+    ctx: &GpuContext,
+    label: &str,
+    wgsl: &str,
+    bounds_checks: bool,
+    layout: Option<&wgpu::PipelineLayout>,
+) -> Result<wgpu::ComputePipeline, GpuError> {
     let checks =
         if bounds_checks { wgpu::ShaderRuntimeChecks::checked() } else { wgpu::ShaderRuntimeChecks::unchecked() };
-    // SAFETY: every array index in these kernels is kept in range by the kernel itself (see each
-    // shader's guards) and shared arrays are written before they are read; tests run every
-    // kernel on awkward shapes, with smaller batches than the buffers hold, against the CPU.
-    unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks) }
+    let Some(layout) = layout else {
+        // SAFETY: every array index in these kernels is kept in range by the kernel itself (see
+        // each shader's guards) and shared arrays are written before they are read; tests run
+        // every kernel on awkward shapes, with smaller batches than the buffers hold, against
+        // the CPU.
+        return unsafe { ctx.compute_pipeline_trusted(label, wgsl, "main", checks) };
+    };
+    ctx.scoped(|| {
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        // SAFETY: as above.
+        let module = unsafe { ctx.device.create_shader_module_trusted(desc, checks) };
+        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: Some(layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
+            cache: None,
+        })
+    })
+}
+
+/// The gathering forward's layout, spelled out because its `slot` uniform (binding 7) has a
+/// dynamic offset, which a layout derived from the shader never has. Bindings as in
+/// `linear_forward.wgsl` and `forward_input_gather.wgsl`.
+fn gather_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
+    use wgpu::BufferBindingType::{Storage, Uniform};
+    let entry = |binding: u32, ty: wgpu::BufferBindingType, dynamic: bool| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: dynamic, min_binding_size: None },
+        count: None,
+    };
+    let read = Storage { read_only: true };
+    let write = Storage { read_only: false };
+    let group = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("linear_forward (gathering)"),
+        entries: &[
+            entry(0, read, false),  // images
+            entry(1, read, false),  // params
+            entry(2, write, false), // y
+            entry(3, Uniform, false),
+            entry(4, Uniform, false),
+            entry(5, read, false), // label bytes
+            entry(6, read, false), // order
+            entry(7, Uniform, true),
+            entry(8, write, false), // x_out
+            entry(9, write, false), // labels_out
+        ],
+    });
+    ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("linear_forward (gathering)"),
+        bind_group_layouts: &[Some(&group)],
+        immediate_size: 0,
+    })
 }

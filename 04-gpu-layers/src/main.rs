@@ -46,6 +46,10 @@ struct Args {
     /// Only the benchmark (skip XOR and the spirals).
     #[arg(long)]
     bench_only: bool,
+    /// Time each fused kernel with other tile sizes, one change at a time, the dispatch floor,
+    /// and each dispatch inside a step (skips XOR and the spirals).
+    #[arg(long)]
+    sweep: bool,
     /// Steps recorded into one pass for --bench (938 = one MNIST epoch at batch 64).
     #[arg(long, default_value_t = 938, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     steps: u32,
@@ -63,6 +67,8 @@ struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     chunk: u32,
 }
+
+mod sweep;
 
 type AnyError = Box<dyn std::error::Error>;
 
@@ -82,6 +88,9 @@ fn run(args: &Args) -> Result<(), AnyError> {
     let ctx = GpuContext::new()?;
     ctx.print_banner();
     let kernels = Kernels::new();
+    if args.sweep {
+        return sweep::sweep(&ctx, args);
+    }
     if !args.bench_only {
         xor(&ctx, &kernels, args.xor_steps as usize)?;
         spirals(&ctx, &kernels, args.spiral_epochs as usize, args.spiral_points as usize)?;

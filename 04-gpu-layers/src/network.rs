@@ -15,9 +15,12 @@
 //! other list (dropout, GELU, MSE, two activations in a row, ...) gets the composed tapes even
 //! when `Fused` is asked for: [`Network::fused_blocker`] says why, and [`Network::fusion`] holds
 //! what was built.
-//! The GPU trainer asks for `Fused` (every dispatch costs microseconds of fixed overhead; see
-//! the README), the CPU trainer for `Composed` (the reference). Both tapes compute the same math,
-//! which the tests check op by op and step by step.
+//! Both trainers ask for `Fused`: on the GPU every dispatch costs microseconds of fixed
+//! overhead, and on the CPU the fused ops (`cpu_fast.rs`) make one pass over memory where the
+//! primitives make several (see the README). `Composed` on the CPU is the plain reference. Both
+//! tapes compute the same math, which the tests check op by op and step by step. In the fused
+//! tapes, a wide hidden layer can be *routed* ([`Network::with_routes`]): its products run as
+//! stage 03's matmul with the primitive ops around them.
 
 use std::collections::HashMap;
 
@@ -200,6 +203,9 @@ pub struct Network {
     /// The vocabulary the tapes were written with: `Composed` when `Fused` was asked for a
     /// network the fused kernels do not cover (see [`Network::fused_blocker`]).
     pub fusion: Fusion,
+    /// Per linear layer: its products go through stage 03's matmul in the fused tapes (see
+    /// [`Network::with_routes`]); all false in composed tapes.
+    pub routed: Vec<bool>,
     /// Every tensor the network uses, allocated once by the trainer.
     pub tensors: Vec<TensorInfo>,
     /// `[B, in]` f32: the batch.
@@ -266,6 +272,21 @@ impl Network {
     /// The tensors and tapes of `spec`, written with `fusion` where the fused kernels cover
     /// the network and with the composed ops otherwise. `seed` seeds the dropout masks.
     pub fn new(spec: &NetworkSpec, optimizer: Optimizer, fusion: Fusion, seed: u64) -> Result<Self, LayersError> {
+        Self::with_routes(spec, optimizer, fusion, seed, &[])
+    }
+
+    /// Like [`Network::new`]; in the fused tapes, the hidden layers `l` with `routed[l]` run
+    /// their products as [`Op::Matmul`]s (stage 03's kernels, which win on wide layers and big
+    /// batches) with the primitive bias, activation, column sum and optimizer ops around them,
+    /// instead of the fused layer kernels. Missing entries are false; the output layer is always
+    /// the fused `output_layer`, and composed tapes ignore `routed`.
+    pub fn with_routes(
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        fusion: Fusion,
+        seed: u64,
+        routed: &[bool],
+    ) -> Result<Self, LayersError> {
         optimizer.validate()?;
         let fusion = if fusion == Fusion::Fused && Self::fused_blocker(spec).is_none() { Fusion::Fused } else { Fusion::Composed };
         let mut t = Tensors { list: Vec::new(), made: HashMap::new() };
@@ -285,10 +306,15 @@ impl Network {
             });
         }
         let out = t.add("dL/doutputs / outputs".into(), Dim::Batch, spec.output(), Elem::F32);
+        let hidden_layers = linears.len() - 1;
+        let routed = (0..linears.len())
+            .map(|l| fusion == Fusion::Fused && l < hidden_layers && routed.get(l).copied().unwrap_or(false))
+            .collect();
         let mut net = Self {
             spec: spec.clone(),
             optimizer,
             fusion,
+            routed,
             tensors: Vec::new(),
             input,
             labels,
@@ -506,7 +532,13 @@ impl FusedPlan<'_> {
         let last = layers.len() - 1;
         let mut ops = Vec::new();
         for (l, layer) in layers[..last].iter().enumerate() {
-            ops.push(layer.forward_fused(self.input_of(l), self.t.view(self.hidden[l]), Some(self.acts[l])));
+            let h = self.t.view(self.hidden[l]);
+            if self.net.routed[l] {
+                ops.extend(layer.forward(self.input_of(l), h));
+                ops.push(ActivationLayer { act: self.acts[l] }.forward(h));
+            } else {
+                ops.push(layer.forward_fused(self.input_of(l), h, Some(self.acts[l])));
+            }
         }
         // The fused output layer also backpropagates into the last hidden layer.
         let dh = (mode == Mode::Train && last > 0).then(|| (self.delta_of(last - 1), self.acts[last - 1]));
@@ -529,10 +561,26 @@ impl FusedPlan<'_> {
         let mut ops = self.forward_ops(Mode::Train);
         // The output layer produced delta_of(last - 1); continue below it.
         for l in (1..last).rev() {
-            ops.push(layers[l].backward_input_fused(self.delta_of(l), self.input_of(l), self.acts[l - 1], self.delta_of(l - 1)));
+            let below = self.delta_of(l - 1);
+            if self.net.routed[l] {
+                ops.push(layers[l].backward_input(self.delta_of(l), below));
+                ops.push(ActivationLayer { act: self.acts[l - 1] }.backward(below, self.input_of(l)));
+            } else {
+                ops.push(layers[l].backward_input_fused(self.delta_of(l), self.input_of(l), self.acts[l - 1], below));
+            }
         }
-        // Gradients and updates, two layers per dispatch.
-        let updates: Vec<LayerUpdate> = (0..=last).rev().map(|l| layers[l].update_fused(self.input_of(l), self.delta_of(l))).collect();
+        // Routed layers: weight gradients by matmul, bias gradients by column sums, then the
+        // elementwise optimizer step.
+        for l in (0..last).rev().filter(|&l| self.net.routed[l]) {
+            ops.extend(layers[l].backward_params(self.input_of(l), self.delta_of(l)));
+            ops.push(layers[l].update(self.net.counters, self.net.optimizer));
+        }
+        // The other layers: gradients and updates, two layers per dispatch.
+        let updates: Vec<LayerUpdate> = (0..=last)
+            .rev()
+            .filter(|&l| !self.net.routed[l])
+            .map(|l| layers[l].update_fused(self.input_of(l), self.delta_of(l)))
+            .collect();
         for pair in updates.chunks(2) {
             ops.push(Op::LinearUpdate { first: pair[0], second: pair.get(1).copied(), counters: self.net.counters, opt: self.net.optimizer });
         }

@@ -97,13 +97,13 @@ impl NetworkSpec {
                     if inputs == 0 || outputs == 0 {
                         return bad(format!("layer {n} ({layer}): every layer needs at least one unit"));
                     }
-                    if let Some((w, from)) = width {
-                        if w != inputs {
-                            return bad(format!(
-                                "layer {n} ({layer}) takes {inputs} inputs, but layer {from} ({}) gives {w}",
-                                layers[from - 1]
-                            ));
-                        }
+                    if let Some((w, from)) = width
+                        && w != inputs
+                    {
+                        return bad(format!(
+                            "layer {n} ({layer}) takes {inputs} inputs, but layer {from} ({}) gives {w}",
+                            layers[from - 1]
+                        ));
                     }
                     width = Some((outputs, n));
                 }

@@ -24,56 +24,185 @@ use crate::{Activation, MAX_CLASSES, Optimizer};
 /// Elementwise kernels (`bias_add`, `activation_*`, `sgd`, `adam`, `linear_backward_input`):
 /// one invocation per element, `WG` per workgroup, so `len.div_ceil(WG)` workgroups.
 pub const WG: u32 = 256;
-/// Per-row kernels (`softmax_ce`, `output_layer`): one workgroup of `ROW_WG` invocations per row.
+/// `softmax_ce`: one workgroup of `ROW_WG` invocations per row.
 pub const ROW_WG: u32 = 64;
 /// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).
 pub const COLUMN_SUM_COLS: u32 = 32;
-/// `linear_forward`: each workgroup computes `LINEAR_FORWARD_TR` rows x `LINEAR_FORWARD_TN`
-/// columns of the output (WGSL `TR`, `TN`).
-pub const LINEAR_FORWARD_TN: u32 = 32;
-pub const LINEAR_FORWARD_TR: u32 = 4;
-const _: () = assert!(LINEAR_FORWARD_TR == 4, "linear_forward.wgsl keeps its TR rows in one vec4");
-/// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (WGSL `T`). The
-/// kernel's 16 x 16 invocations each update 2 x 2 parameters, so `T` must be 32.
+/// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (WGSL `T`); its
+/// invocations own 4 x 4 blocks of it, so `T` is a multiple of 4.
 pub const LINEAR_UPDATE_T: u32 = 32;
-const _: () = assert!(LINEAR_UPDATE_T == 32, "linear_update.wgsl's 16 x 16 invocations each own 2 x 2 parameters");
+const _: () = assert!(LINEAR_UPDATE_T.is_multiple_of(4), "linear_update.wgsl's invocations own 4 x 4 blocks");
+/// `linear_update`: rows of the batch staged per round (WGSL `UPD_R`); with the tile's x and dy
+/// rows as vec4 quads that is `2 * UPD_R * T / 4` vec4s of workgroup memory (16 KiB), which
+/// then holds the slices' partial sums: at most `2 * UPD_R / 16` slices.
+pub const LINEAR_UPDATE_R: u32 = 64;
+/// `output_layer`: floats of logits one workgroup keeps (WGSL `OUT_Z_SHARED`): a workgroup
+/// takes at most `OUT_Z_SHARED / classes` rows.
+pub const OUTPUT_Z_SHARED: u32 = MAX_CLASSES as u32;
+
+/// The tile sizes of the three fused kernels, written into their preludes. `Kernels::new` uses
+/// [`FusedTiles::DEFAULT`], the fastest combination `gpu-layers --sweep` measured on the H200 for
+/// the MNIST step; `Kernels::with_tiles` takes others (the sweep, the tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FusedTiles {
+    /// `linear_forward`: columns per workgroup (WGSL `TN`, `workgroup_size.x`).
+    pub forward_tn: u32,
+    /// `linear_forward`: slices of the k loop (`KS`, `workgroup_size.y`).
+    pub forward_ks: u32,
+    /// `linear_forward`: rows per workgroup, one accumulator each per invocation (`TR`).
+    pub forward_tr: u32,
+    /// `linear_forward`: weight loads in flight per invocation before the first multiply (`U`).
+    pub forward_u: u32,
+    /// `output_layer`: invocations per workgroup (`OUT_WG`).
+    pub output_wg: u32,
+    /// `output_layer`: rows per workgroup, at most (`OUT_RPW`).
+    pub output_rows: u32,
+    /// `linear_update`: slices of the batch per workgroup, 64 invocations each (`UPD_RS`).
+    pub update_slices: u32,
+}
+
+impl FusedTiles {
+    /// The fastest of `gpu-layers --sweep`'s variants on the H200 for the MNIST step (784-128-10,
+    /// batch 64), each change measured alone (`results/h200-sweep.txt`): the forward with 2 rows
+    /// per workgroup (5.80 us against 7.00 with 4), the output layer with one row per
+    /// workgroup of 256 invocations (5.22 against 6.04 with 4 rows; 11.39 with 64
+    /// invocations), the update with the batch split 4 ways (4.73 against 11.95 unsplit).
+    pub const DEFAULT: FusedTiles = FusedTiles {
+        forward_tn: 32,
+        forward_ks: 16,
+        forward_tr: 2,
+        forward_u: 8,
+        output_wg: 256,
+        output_rows: 1,
+        update_slices: 4,
+    };
+
+    /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], with 4 forward
+    /// rows per workgroup above 64 rows, where each weight read is shared by more rows (the
+    /// widths and batches of `--sweep`'s wide-layer table were measured with 4).
+    pub fn for_batch(max_batch: usize) -> FusedTiles {
+        let d = FusedTiles::DEFAULT;
+        if max_batch > 64 { FusedTiles { forward_tr: 4, ..d } } else { d }
+    }
+
+    /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
+    /// changed, as `(what changed, tiles)`; the first is the default itself. The tests run every
+    /// fused kernel with each of them.
+    pub fn sweep() -> Vec<(String, FusedTiles)> {
+        let d = FusedTiles::DEFAULT;
+        let mut out = vec![("default".to_string(), d)];
+        let mut add = |what: String, t: FusedTiles| {
+            if t != d {
+                out.push((what, t));
+            }
+        };
+        for v in [16, 64] {
+            add(format!("forward TN {v}"), FusedTiles { forward_tn: v, ..d });
+        }
+        for v in [8, 32] {
+            add(format!("forward KS {v}"), FusedTiles { forward_ks: v, ..d });
+        }
+        for v in [1, 4, 8] {
+            add(format!("forward TR {v}"), FusedTiles { forward_tr: v, ..d });
+        }
+        for v in [4, 16] {
+            add(format!("forward U {v}"), FusedTiles { forward_u: v, ..d });
+        }
+        for v in [64, 128] {
+            add(format!("output WG {v}"), FusedTiles { output_wg: v, ..d });
+        }
+        for v in [2, 4, 8] {
+            add(format!("output rows {v}"), FusedTiles { output_rows: v, ..d });
+        }
+        for v in [1, 2] {
+            add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
+        }
+        out
+    }
+
+    /// These tiles on a device that allows `max_invocations` per workgroup (WebGPU's default is
+    /// 256): the forward's k slices, the output layer's invocations and the update's batch
+    /// slices halved until each kernel fits. Only sizes inside a workgroup change, never the
+    /// grid (`TN`, `TR`, rows per output workgroup), so the host sizes the same grid either way;
+    /// the results are the same up to the order of the sums.
+    pub fn fitted(self, max_invocations: u32) -> FusedTiles {
+        let mut t = self;
+        while t.forward_tn * t.forward_ks > max_invocations && t.forward_ks > 1 {
+            t.forward_ks /= 2;
+        }
+        while t.output_wg > max_invocations && t.output_wg > t.output_rows.max(1) {
+            t.output_wg /= 2;
+        }
+        while 64 * t.update_slices > max_invocations && t.update_slices > 1 {
+            t.update_slices /= 2;
+        }
+        t
+    }
+
+    /// Errors unless every kernel can be built with these sizes (`max_invocations`: the
+    /// adapter's limit per workgroup).
+    pub fn check(&self, max_invocations: u32) -> Result<(), String> {
+        let t = self;
+        let pow2 = |v: u32| v.is_power_of_two();
+        let fail = |what: String| Err(format!("fused tiles {t:?}: {what}"));
+        if t.forward_tn == 0 || t.forward_ks == 0 || t.forward_tr == 0 || t.forward_u == 0 || t.forward_tr > 16 || t.forward_u > 32 {
+            return fail("linear_forward needs TN, KS >= 1, 1 <= TR <= 16, 1 <= U <= 32".into());
+        }
+        if !pow2(t.update_slices) || t.update_slices > 2 * LINEAR_UPDATE_R / 16 {
+            return fail(format!("linear_update needs 1, 2, 4 or 8 slices (its partial sums fill {} floats)", 8 * LINEAR_UPDATE_R));
+        }
+        if t.output_rows == 0 || t.output_rows > t.output_wg {
+            return fail("output_layer needs 1 <= rows <= invocations".into());
+        }
+        for (name, n) in [
+            ("linear_forward", t.forward_tn * t.forward_ks),
+            ("output_layer", t.output_wg),
+            ("linear_update", 64 * t.update_slices),
+        ] {
+            if n > max_invocations {
+                return fail(format!("{name} needs {n} invocations per workgroup; the adapter allows {max_invocations}"));
+            }
+        }
+        Ok(())
+    }
+}
 
 // ---- sizes chosen from the device's limits ---------------------------------------------------
 
 /// The kernel sizes that depend on the device. WebGPU guarantees only 256 invocations, 16 KiB
 /// of workgroup memory and 8 storage buffers per shader stage, and a browser may offer no more;
 /// native adapters offer 1,024, 32-48 KiB and dozens, where the larger choices are faster. The
-/// results are the same either way: only how `linear_forward` splits its k loop, how large a
-/// layer `output_layer` stages in workgroup memory (784-128-10 is staged with both), and
-/// whether `linear_update` takes two layers per dispatch change.
+/// results are the same either way: only how large a layer `output_layer` and the gathering
+/// `linear_forward` stage in workgroup memory (784-128-10 is staged with both) and whether
+/// `linear_update` takes two layers per dispatch change here; how many invocations the fused
+/// kernels use is [`FusedTiles::fitted`]'s job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DeviceFit {
-    /// `linear_forward`'s slices of the k loop (WGSL `KS`): `LINEAR_FORWARD_TN x KS`
-    /// invocations per workgroup.
-    pub linear_forward_ks: u32,
-    /// Floats of `[W; b]` and of one row of `h` that `output_layer` can stage (WGSL
+    /// Floats of `[W; b]` and of the workgroup's rows of `h` that `output_layer` can stage (WGSL
     /// `W_SHARED`, `H_SHARED`); larger layers are read from memory instead.
     pub output_w_shared: u32,
     pub output_h_shared: u32,
+    /// Floats of input rows the gathering `linear_forward` stages (WGSL `X_SHARED`); with more
+    /// (`TR x inputs`), it reads the bytes in its k loop instead.
+    pub forward_x_shared: u32,
     /// Two layers per `linear_update` dispatch (11 storage buffers), or one (6).
     pub linear_update_pairs: bool,
 }
 
-// linear_forward's TN x KS invocations sum the TR x TN outputs at the end: KS >= TR.
-const _: () = assert!(DeviceFit::LARGE.linear_forward_ks >= LINEAR_FORWARD_TR);
-const _: () = assert!(DeviceFit::WEBGPU_DEFAULTS.linear_forward_ks >= LINEAR_FORWARD_TR);
-
 impl DeviceFit {
     /// The larger choices, which every native adapter of this project allows (lavapipe, the
     /// H200).
-    pub const LARGE: Self = Self { linear_forward_ks: 16, output_w_shared: 4096, output_h_shared: 1024, linear_update_pairs: true };
-    /// What [`DeviceFit::LARGE`]'s kernels need, each the most of any kernel: 512 invocations
-    /// per workgroup (`linear_forward`), 25,088 bytes of workgroup memory (`output_layer`) and
-    /// 11 storage buffers (`linear_update`). A test measures all three with naga.
-    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_088, storage_buffers: 11 };
-    /// The choices within WebGPU's default limits.
+    pub const LARGE: Self =
+        Self { output_w_shared: 4096, output_h_shared: 1024, forward_x_shared: 4096, linear_update_pairs: true };
+    /// What [`DeviceFit::LARGE`]'s kernels need with [`FusedTiles::DEFAULT`], each the most of
+    /// any kernel: 512 invocations per workgroup (`linear_forward`), 25,608 bytes of workgroup
+    /// memory (`output_layer`) and 11 storage buffers (`linear_update`). A test measures all
+    /// three with naga.
+    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_608, storage_buffers: 11 };
+    /// The choices within WebGPU's default limits (with [`FusedTiles::fitted`] to 256
+    /// invocations).
     pub const WEBGPU_DEFAULTS: Self =
-        Self { linear_forward_ks: 8, output_w_shared: 2048, output_h_shared: 512, linear_update_pairs: false };
+        Self { output_w_shared: 2048, output_h_shared: 512, forward_x_shared: 2048, linear_update_pairs: false };
 
     /// Each choice of [`DeviceFit::LARGE`] where the device allows it, else the one of
     /// [`DeviceFit::WEBGPU_DEFAULTS`].
@@ -82,13 +211,9 @@ impl DeviceFit {
         let pick = |fits: bool, a, b| if fits { a } else { b };
         let stage = limits.max_compute_workgroup_storage_size >= needs.workgroup_bytes;
         Self {
-            linear_forward_ks: pick(
-                limits.max_compute_invocations_per_workgroup >= needs.invocations,
-                large.linear_forward_ks,
-                small.linear_forward_ks,
-            ),
             output_w_shared: pick(stage, large.output_w_shared, small.output_w_shared),
             output_h_shared: pick(stage, large.output_h_shared, small.output_h_shared),
+            forward_x_shared: pick(stage, large.forward_x_shared, small.forward_x_shared),
             linear_update_pairs: limits.max_storage_buffers_per_shader_stage >= needs.storage_buffers,
         }
     }
@@ -148,7 +273,7 @@ fn shared_constants() -> Vec<(&'static str, u32)> {
 }
 
 /// The WGSL `const` lines a kernel starts with: the shared constants, then `tiles` (the
-/// kernel's own grid constants, from [`crate::KernelId::tile_constants`]).
+/// kernel's own tile constants, from [`crate::KernelId::tile_constants`]).
 pub fn prelude(tiles: &[(&str, u32)]) -> String {
     let mut s = String::from("// Generated from src/wgsl.rs: the numbers the Rust side and the kernels share.\n");
     for (name, value) in shared_constants().iter().chain(tiles) {
@@ -222,8 +347,8 @@ pub(crate) struct LinearParams {
     pub _pad: u32,
 }
 
-/// `output_layer.wgsl`: `h: [batch, inputs]` -> `[batch, classes]`, a `MODE_*` code and the
-/// `ACT_*` code of `h` (`ACT_NONE`: no layer below, no `dh`).
+/// `output_layer.wgsl`: `h: [batch, inputs]` -> `[batch, classes]`, a `MODE_*` code, the
+/// `ACT_*` code of `h` (`ACT_NONE`: no layer below, no `dh`) and the rows each workgroup takes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct OutputLayerParams {
@@ -231,6 +356,9 @@ pub(crate) struct OutputLayerParams {
     pub classes: u32,
     pub mode: u32,
     pub hidden_act: u32,
+    /// Rows per workgroup (the grid has `ceil(B / rows_per_group)` workgroups).
+    pub rows_per_group: u32,
+    pub _pad: [u32; 3],
 }
 
 /// `Opt` (`common.wgsl`), read by `sgd.wgsl`, `adam.wgsl` and (inside [`Update`])
@@ -282,6 +410,18 @@ pub(crate) struct Update {
     pub b: LayerShape,
 }
 
+/// `GatherSlot` (`forward_input_gather.wgsl`): where batch s of an epoch starts in the order,
+/// its rows, and the normalization `x = pixel * scale + shift`. One per batch in a uniform
+/// buffer, bound with a dynamic offset (see [`crate::ByteImages`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GatherSlot {
+    pub first: u32,
+    pub count: u32,
+    pub scale: f32,
+    pub shift: f32,
+}
+
 /// `dropout_forward.wgsl`: `[batch, cols]`, the layer's seed, the integer threshold below which
 /// a unit is dropped (`floor(p * 2^32)`) and the scale of the kept ones (`1 / (1 - p)`).
 #[repr(C)]
@@ -312,7 +452,7 @@ pub(crate) struct MseParams {
 
 /// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 13] = [
+pub(crate) const UNIFORMS: [(&str, usize); 14] = [
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
     ("ActivationParams", size_of::<ActivationParams>()),
@@ -323,6 +463,7 @@ pub(crate) const UNIFORMS: [(&str, usize); 13] = [
     ("Opt", size_of::<Opt>()),
     ("LayerShape", size_of::<LayerShape>()),
     ("Update", size_of::<Update>()),
+    ("GatherSlot", size_of::<GatherSlot>()),
     ("DropoutParams", size_of::<DropoutParams>()),
     ("DropoutBackwardParams", size_of::<DropoutBackwardParams>()),
     ("MseParams", size_of::<MseParams>()),
@@ -346,7 +487,7 @@ mod tests {
     fn every_kernel_compiles_with_the_prelude_and_its_uniforms_match_rust() {
         let mut seen = std::collections::HashSet::new();
         for id in KernelId::ALL {
-            let module = compile(id.name(), &id.source(DeviceFit::LARGE));
+            let module = compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE));
             let mut layouter = naga::proc::Layouter::default();
             layouter.update(module.to_ctx()).unwrap();
             for (handle, ty) in module.types.iter() {
@@ -387,7 +528,8 @@ mod tests {
         for (fit, limit) in [(DeviceFit::WEBGPU_DEFAULTS, webgpu), (DeviceFit::LARGE, DeviceFit::LARGE_NEEDS)] {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
             for id in KernelId::ALL {
-                let n = needs(&compile(id.name(), &id.source(fit)));
+                let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
+                let n = needs(&compile(id.name(), &id.source(&tiles, fit)));
                 assert!(n.invocations <= limit.invocations, "{} with {fit:?}: {n:?}", id.name());
                 assert!(n.workgroup_bytes <= limit.workgroup_bytes, "{} with {fit:?}: {n:?}", id.name());
                 assert!(n.storage_buffers <= limit.storage_buffers, "{} with {fit:?}: {n:?}", id.name());
@@ -411,15 +553,20 @@ mod tests {
         let swiftshader =
             wgpu::Limits { max_compute_workgroup_storage_size: 32768, max_storage_buffers_per_shader_stage: 10, ..defaults };
         let fit = DeviceFit::for_limits(&swiftshader);
-        assert_eq!((fit.linear_forward_ks, fit.output_w_shared, fit.linear_update_pairs), (8, 4096, false));
+        assert_eq!((fit.output_w_shared, fit.forward_x_shared, fit.linear_update_pairs), (4096, 4096, false));
+        let webgpu_tiles = FusedTiles::DEFAULT.fitted(256);
+        assert_eq!((webgpu_tiles.forward_ks, webgpu_tiles.output_wg, webgpu_tiles.update_slices), (8, 256, 4));
     }
 
     #[test]
     fn the_shader_files_leave_the_shared_numbers_to_the_prelude() {
         // A kernel that spelled a shared constant itself would fail to compile (naga refuses a
         // redefinition), but a bare number can slip in: no shader file may declare these names.
-        let names: Vec<&str> =
-            shared_constants().iter().map(|(n, _)| *n).chain(["COLS", "TN", "TR", "T", "KS", "W_SHARED", "H_SHARED"]).collect();
+        let tiles = KernelId::ALL
+            .iter()
+            .flat_map(|id| id.tile_constants(&FusedTiles::DEFAULT, DeviceFit::LARGE))
+            .map(|(n, _)| n);
+        let names: Vec<&str> = shared_constants().iter().map(|(n, _)| *n).chain(tiles).collect();
         for id in KernelId::ALL {
             for (file, text) in [DeviceFit::LARGE, DeviceFit::WEBGPU_DEFAULTS].iter().flat_map(|&fit| id.files(fit)) {
                 for name in &names {

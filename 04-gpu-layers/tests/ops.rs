@@ -4,7 +4,7 @@
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuTape, Dim, Elem, GpuTape, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
+    Activation, CpuTape, FusedTiles, Dim, Elem, GpuTape, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -46,8 +46,12 @@ impl Case {
     /// (capacity `max_batch`), and compares every tensor: live rows within `tol`, rows past
     /// the batch exactly as they were.
     fn check(&self, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) {
+        self.check_with(kernels(), ops, max_batch, batch, tol)
+    }
+
+    /// [`Case::check`] with the given kernels (other tile sizes).
+    fn check_with(&self, kernels: &std::sync::Arc<Kernels>, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) {
         let ctx = test_context();
-        let kernels = kernels();
         let mut rng = rand::rngs::StdRng::seed_from_u64(max_batch as u64 * 1000 + batch as u64);
         let mut cpu = CpuTape::new(&self.tensors, max_batch).unwrap();
         let mut gpu = GpuTape::new(ctx, &self.tensors, max_batch).unwrap();
@@ -468,6 +472,64 @@ fn output_layer_fused_every_mode() {
                     c.check(&[op], mb, b, tol(i));
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn fused_kernels_with_every_tile_size_the_sweep_times() {
+    // A short-batch case and MNIST-like widths, for each variant of `gpu-layers --sweep`.
+    for (what, tiles) in FusedTiles::sweep().into_iter().skip(1) {
+        let kernels = Kernels::with_tiles(tiles);
+        for (mb, b) in [(65, 63), (17, 17)] {
+            let mut c = Case::new();
+            let x = c.tensor("x", Dim::Batch, 129, Elem::F32);
+            let p = c.tensor("params", Dim::Fixed(130), 33, Elem::F32);
+            let y = c.output("y", Dim::Batch, 33);
+            let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act: Some(Activation::Relu) };
+            c.check_with(&kernels, &[op], mb, b, tol(129));
+
+            let mut c = Case::new();
+            c.label_range = 10;
+            let h = c.tensor("h", Dim::Batch, 65, Elem::F32);
+            let params = c.tensor("params", Dim::Fixed(66), 10, Elem::F32);
+            let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
+            let out = c.output("out", Dim::Batch, 10);
+            let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+            let dh = c.output("dh", Dim::Batch, 65);
+            let op = Op::OutputLayer {
+                h: c.view(h),
+                params,
+                labels,
+                out: c.view(out),
+                dh: Some((c.view(dh), Activation::Relu)),
+                counters,
+                mode: Mode::Train,
+            };
+            c.check_with(&kernels, &[op], mb, b, tol(65));
+
+            for opt in [Optimizer::sgd(0.05, 0.9), Optimizer::adam(0.01)] {
+                let mut c = Case::new();
+                let k = opt.state_per_parameter();
+                let mut layer = |n: &str, i: usize, o: usize| LayerUpdate {
+                    x: {
+                        let t = c.tensor(&format!("x{n}"), Dim::Batch, i, Elem::F32);
+                        c.view(t)
+                    },
+                    dy: {
+                        let t = c.tensor(&format!("dy{n}"), Dim::Batch, o, Elem::F32);
+                        c.view(t)
+                    },
+                    params: c.tensor(&format!("params{n}"), Dim::Fixed(i + 1), o, Elem::F32),
+                    grads: c.output(&format!("grads{n}"), Dim::Fixed(i + 1), o),
+                    state: c.tensor(state_name(opt), Dim::Fixed(k * (i + 1)), o, Elem::F32),
+                };
+                let first = layer("1", 70, 33);
+                let second = Some(layer("2", 33, 10));
+                let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+                c.check_with(&kernels, &[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
+            }
+            eprintln!("{what}: ok");
         }
     }
 }

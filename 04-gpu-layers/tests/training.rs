@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use common::{GpuContext, assert_close, test_context};
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, NetworkSpec, Optimizer};
+use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, NetworkSpec, Optimizer, Routing};
 
 fn kernels() -> &'static Arc<Kernels> {
     static K: OnceLock<Arc<Kernels>> = OnceLock::new();
@@ -14,6 +14,10 @@ fn kernels() -> &'static Arc<Kernels> {
 
 fn gpu(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, fusion: Fusion) -> GpuTrainer {
     GpuTrainer::with_options(test_context(), kernels(), spec, opt, max_batch, 7, fusion).unwrap()
+}
+
+fn gpu_routed(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, routing: Routing) -> GpuTrainer {
+    GpuTrainer::with_routing(test_context(), kernels(), spec, opt, max_batch, 7, Fusion::Fused, routing).unwrap()
 }
 
 /// A device held to WebGPU's default limits (what a browser may offer and no more), with its
@@ -55,8 +59,12 @@ fn gpu_matches_cpu(spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
 }
 
 fn gpu_matches_cpu_on(ctx: &GpuContext, kernels: &Arc<Kernels>, spec: &NetworkSpec, opt: Optimizer, fusion: Fusion) {
-    let max_batch = 17;
-    let g = GpuTrainer::with_options(ctx, kernels, spec, opt, max_batch, 7, fusion).unwrap();
+    let g = GpuTrainer::with_options(ctx, kernels, spec, opt, 17, 7, fusion).unwrap();
+    gpu_trainer_matches_cpu(ctx, g, spec, opt, &format!("{fusion:?}"));
+}
+
+fn gpu_trainer_matches_cpu(ctx: &GpuContext, g: GpuTrainer, spec: &NetworkSpec, opt: Optimizer, fusion: &str) {
+    let max_batch = g.max_batch();
     let mut c = CpuTrainer::new(spec, opt, max_batch, 7).unwrap();
     assert_params_close(ctx, &g, &c, "initial parameters");
     for (step, rows) in [17, 17, 17, 6].into_iter().enumerate() {
@@ -64,7 +72,7 @@ fn gpu_matches_cpu_on(ctx: &GpuContext, kernels: &Arc<Kernels>, spec: &NetworkSp
         g.write_batch(ctx, &x, &labels).unwrap();
         g.train_steps(ctx, 1).unwrap();
         c.train_step(&x, &labels).unwrap();
-        let what = format!("{} {} {fusion:?}, step {step} ({rows} rows)", spec.describe(), opt.describe());
+        let what = format!("{} {} {fusion}, step {step} ({rows} rows)", spec.describe(), opt.describe());
         if step == 0 || rows == 6 {
             // Gradients: sums of `rows` products of values ~1 -> (1e-4, 1e-6) covers f32 rounding.
             for (i, (a, b)) in g.gradients(ctx).unwrap().iter().zip(c.gradients()).enumerate() {
@@ -177,6 +185,25 @@ fn xor_trains_with_mse_on_both_devices() {
         assert_eq!(m.correct, 4, "{who}: XOR with MSE classifies all four points");
         assert!(m.mean_loss() < 0.01 && m.mean_loss() < 0.1 * start, "{who}: MSE {start} -> {}", m.mean_loss());
     }
+}
+
+#[test]
+fn layers_routed_through_stage_03_gpu_equals_cpu() {
+    // Both hidden layers through stage 03's matmul, bias, activation, column sum and optimizer
+    // ops; the CPU runs its fused ops.
+    let deep = NetworkSpec::new(13, &[17, 9], 5).unwrap();
+    for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+        let g = gpu_routed(&deep, opt, 17, Routing::Always);
+        assert!(g.network().routed[..2].iter().all(|&r| r), "{:?}", g.network().routed);
+        gpu_trainer_matches_cpu(test_context(), g, &deep, opt, "routed");
+    }
+    // The measured rule routes only wide layers trained in big batches (f32 here: the tests'
+    // kernels ask for f32 products).
+    let wide = NetworkSpec::new(20, &[1024, 64], 10).unwrap();
+    let auto = gpu_routed(&wide, Optimizer::sgd(0.1, 0.0), gpu_layers::ROUTE_MIN_F32 / 1024, Routing::Auto);
+    assert_eq!(auto.network().routed, [true, false, false]);
+    let small = gpu_routed(&wide, Optimizer::sgd(0.1, 0.0), 64, Routing::Auto);
+    assert_eq!(small.network().routed, [false, false, false]);
 }
 
 #[test]
@@ -420,6 +447,124 @@ fn kernels_with_bounds_checks_compute_the_same() {
     for (p, q) in a.parameters(ctx).unwrap().iter().zip(b.parameters(ctx).unwrap()) {
         common::assert_same(&p.data, &q.data);
     }
+}
+
+/// Byte images (4 pixels a word), byte labels, an order and one slot per batch, as stage 05
+/// keeps MNIST on the GPU: `n` images of `inputs` pixels.
+struct Bytes {
+    pixels: Vec<u8>,
+    labels: Vec<u8>,
+    order: Vec<u32>,
+    images: wgpu::Buffer,
+    label_words: wgpu::Buffer,
+    order_buf: wgpu::Buffer,
+    slots: wgpu::Buffer,
+    stride: u64,
+}
+
+const SCALE: f32 = 1.0 / 255.0;
+const SHIFT: f32 = -0.25;
+
+impl Bytes {
+    fn new(ctx: &GpuContext, n: usize, inputs: usize, classes: usize, batch: usize) -> Self {
+        let words = inputs.div_ceil(4);
+        let pixels: Vec<u8> = (0..n * inputs).map(|i| ((i * 37 + i / 7) % 256) as u8).collect();
+        let labels: Vec<u8> = (0..n).map(|i| ((i * 5 + 3) % classes) as u8).collect();
+        let order: Vec<u32> = (0..n as u32).map(|i| (i * 7 + 3) % n as u32).collect();
+        let mut padded = vec![0u8; n * words * 4];
+        for i in 0..n {
+            padded[i * words * 4..i * words * 4 + inputs].copy_from_slice(&pixels[i * inputs..(i + 1) * inputs]);
+        }
+        let mut label_bytes = labels.clone();
+        label_bytes.resize(n.div_ceil(4) * 4, 0);
+        let stride = ctx.limits.min_uniform_buffer_offset_alignment as u64;
+        let steps = n.div_ceil(batch);
+        let mut slot_bytes = vec![0u8; steps * stride as usize];
+        for s in 0..steps {
+            let slot = gpu_layers::GatherSlot {
+                first: (s * batch) as u32,
+                count: batch.min(n - s * batch) as u32,
+                scale: SCALE,
+                shift: SHIFT,
+            };
+            slot_bytes[s * stride as usize..s * stride as usize + 16].copy_from_slice(bytemuck::bytes_of(&slot));
+        }
+        let init = |label: &str, contents: &[u8], usage: wgpu::BufferUsages| {
+            wgpu::util::DeviceExt::create_buffer_init(&ctx.device, &wgpu::util::BufferInitDescriptor { label: Some(label), contents, usage })
+        };
+        let storage = wgpu::BufferUsages::STORAGE;
+        Self {
+            images: init("images", &padded, storage),
+            label_words: init("labels", &label_bytes, storage),
+            order_buf: init("order", bytemuck::cast_slice(&order), storage),
+            slots: init("slots", &slot_bytes, wgpu::BufferUsages::UNIFORM),
+            pixels,
+            labels,
+            order,
+            stride,
+        }
+    }
+
+    fn source(&self) -> gpu_layers::ByteImages<'_> {
+        gpu_layers::ByteImages { images: &self.images, labels: &self.label_words, order: &self.order_buf, slots: &self.slots, stride: self.stride }
+    }
+
+    /// Batch `s` as the CPU sees it: normalized rows in order, and their labels.
+    fn batch(&self, s: usize, batch: usize, inputs: usize) -> (Matrix, Vec<u32>) {
+        let rows = batch.min(self.order.len() - s * batch);
+        let mut x = Vec::with_capacity(rows * inputs);
+        let mut labels = Vec::with_capacity(rows);
+        for &i in &self.order[s * batch..s * batch + rows] {
+            let i = i as usize;
+            x.extend(self.pixels[i * inputs..(i + 1) * inputs].iter().map(|&p| p as f32 * SCALE + SHIFT));
+            labels.push(self.labels[i] as u32);
+        }
+        (Matrix::new(rows, inputs, x).unwrap(), labels)
+    }
+}
+
+#[test]
+fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
+    gathered_steps_match_cpu(test_context(), kernels());
+    // The same within WebGPU's default limits (the browser's kernels: fewer invocations, less
+    // workgroup memory for the staged rows).
+    let (ctx, kernels) = webgpu_defaults();
+    gathered_steps_match_cpu(ctx, kernels);
+}
+
+fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
+    // 37 images of 13 pixels (not a multiple of 4: padded words), batches of 8 (the last 5).
+    let (n, inputs, classes, batch) = (37, 13, 5, 8);
+    let bytes = Bytes::new(ctx, n, inputs, classes, batch);
+    for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-2)] {
+        let spec = NetworkSpec::new(inputs, &[11], classes).unwrap();
+        let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
+        assert!(g.can_gather());
+        let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+        let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
+        for s in 0..n.div_ceil(batch) {
+            let (x, labels) = bytes.batch(s, batch, inputs);
+            g.set_batch(ctx, x.rows).unwrap();
+            ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
+            c.train_step(&x, &labels).unwrap();
+            assert_params_close(ctx, &g, &c, &format!("{} gathered step {s}", opt.describe()));
+        }
+        let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+        assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
+        assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+        // Evaluation through the same source, in order.
+        g.set_batch(ctx, batch).unwrap();
+        ctx.submit_pass("gathered eval", |pass| g.record_gathered_eval(gathered, 0, pass));
+        let (x, labels) = bytes.batch(0, batch, inputs);
+        c.eval_batch(&x, &labels).unwrap();
+        let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+        assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
+    }
+    // A network whose first op is not a fused linear_forward cannot gather.
+    let spec = NetworkSpec::new(inputs, &[], classes).unwrap();
+    let mut flat = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), batch, 7, Fusion::Fused).unwrap();
+    assert!(!flat.can_gather());
+    assert!(flat.add_gathered(ctx, kernels, &bytes.source()).is_err());
 }
 
 /// The kernels a browser gets, against the CPU, both optimizers: one to three layers (an odd

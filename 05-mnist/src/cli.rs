@@ -23,7 +23,7 @@ use crate::error::{MnistError, Result};
 use crate::metrics::{Confusion, thousands, write_metrics};
 use crate::model_io::{argmax, load_model, save_model};
 use crate::preview::{PreviewItem, digit_lines, per_row_for, render_grid};
-use crate::train::{Device, DeviceChoice, Event, LossChoice, OptimizerChoice, Schedule, TrainConfig, select_device, train};
+use crate::train::{Device, DeviceChoice, Event, LossChoice, MatmulPrecision, OptimizerChoice, Schedule, TrainConfig, select_device, train};
 use crate::{plot, preprocess};
 
 #[derive(Debug, Parser)]
@@ -94,12 +94,19 @@ pub struct TrainArgs {
     /// GPU: training steps recorded into one submission.
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = at_least_one)]
     pub steps_per_submit: usize,
+    /// GPU: precision of stage 03's products for wide layers (hidden >= 512 in batches >= 256 go
+    /// through them): f32, or f16-inputs (tensor cores; inputs rounded to f16, sums in f32).
+    #[arg(long, value_enum, default_value_t = MatmulPrecision::F32)]
+    pub matmul: MatmulPrecision,
+    /// CPU: worker threads (1 to 1024) [default: $RAYON_NUM_THREADS, else every core].
+    #[arg(long, value_name = "N", value_parser = thread_count)]
+    pub threads: Option<usize>,
     /// Train on the first N training images only.
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub limit_train: Option<usize>,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Write one JSON object per epoch (epoch, train_loss, train_acc, test_loss, test_acc, seconds, images_per_sec).
+    /// Write one JSON object per epoch (epoch, train_loss, train_acc, test_loss, test_acc, seconds, images_per_sec, eval_seconds).
     #[arg(long, value_name = "PATH")]
     pub metrics: Option<PathBuf>,
     /// Save the trained model (safetensors).
@@ -170,6 +177,30 @@ fn positive_f32(s: &str) -> Result<f32, String> {
     }
 }
 
+fn thread_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("must be between 1 and 1024, got {n}")),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+/// Builds the thread pool the CPU trainer splits its products over: `threads` workers, else
+/// `RAYON_NUM_THREADS` (read by rayon itself), else one per core. Once per process, before any
+/// CPU work.
+fn build_thread_pool(threads: Option<usize>) -> Result<()> {
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        builder = builder.num_threads(n);
+    }
+    builder
+        .build_global()
+        .map_err(|e| MnistError::InvalidArgument(format!("--threads: could not start the thread pool ({e})")))?;
+    // Stage 02's matmul (the composed reference path) sizes its strips the same way.
+    cpu_matrix::set_num_threads(rayon::current_num_threads());
+    Ok(())
+}
+
 fn momentum(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
@@ -192,6 +223,7 @@ impl TrainArgs {
             seed: self.seed,
             steps_per_submit: self.steps_per_submit,
             epoch_models: false,
+            matmul: self.matmul,
         }
     }
 }
@@ -218,6 +250,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     // save the model of the last finished epoch.
     let cfg = TrainConfig { epoch_models: args.save.is_some(), ..args.config() };
     cfg.validate()?;
+    build_thread_pool(args.threads)?;
     let spec = cfg.spec()?;
     // Check the output paths before spending minutes training: each must be a file name (not a
     // folder) in a folder that exists and takes new files, and no two may be the same file.
@@ -567,6 +600,7 @@ mod tests {
             test_acc: 0.85,
             seconds: 1.0,
             images_per_sec: 1000.0,
+            eval_seconds: 0.1,
         }];
         // The metrics go into a folder that is not there (as if deleted during training).
         let (save, metrics, plot) = (dir.path().join("m.safetensors"), dir.path().join("gone/m.jsonl"), dir.path().join("p.png"));

@@ -20,15 +20,9 @@ const SHADER: &str = include_str!("../shaders/gather.wgsl");
 const WORKGROUP: u32 = 256;
 const WORDS_PER_IMAGE: u64 = (PIXELS / 4) as u64;
 
-/// The uniform one gather step reads (see `shaders/gather.wgsl`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Slot {
-    pub first: u32,
-    pub count: u32,
-    pub scale: f32,
-    pub shift: f32,
-}
+/// The uniform one gather step reads (see `shaders/gather.wgsl`): stage 04's `GatherSlot`,
+/// because stage 04's gathering forward reads the same slots (see [`DeviceBatches::source`]).
+pub use gpu_layers::GatherSlot as Slot;
 
 /// The compiled gather pipeline and its bind group layout (make one per process and share it).
 pub struct GatherKernel {
@@ -105,8 +99,13 @@ fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
 pub struct DeviceBatches {
     /// `[len, 196]` u32: the pixels, 4 to a word.
     images: wgpu::Buffer,
+    /// `[ceil(len / 4)]` u32: the labels, 4 to a word.
+    labels: wgpu::Buffer,
     /// `[len]` u32: which image each row of the epoch takes (a shuffled permutation, or 0..len).
     order: wgpu::Buffer,
+    /// One [`Slot`] per batch, `stride` bytes apart.
+    slots: wgpu::Buffer,
+    stride: u64,
     bind_group: wgpu::BindGroup,
     len: usize,
     batch: usize,
@@ -175,7 +174,13 @@ impl DeviceBatches {
             })
         })?;
         let groups = ctx.workgroups_1d(batch as u64 * WORDS_PER_IMAGE, WORKGROUP)?;
-        Ok(Self { images, order, bind_group, len, batch, groups })
+        Ok(Self { images, labels, order, slots, stride: kernel.stride, bind_group, len, batch, groups })
+    }
+
+    /// The split as stage 04's gathering forward reads it: a step that gathers batch `s` itself
+    /// (`GpuTrainer::record_gathered_step(.., s, ..)`) needs no [`DeviceBatches::record`].
+    pub fn source(&self) -> gpu_layers::ByteImages<'_> {
+        gpu_layers::ByteImages { images: &self.images, labels: &self.labels, order: &self.order, slots: &self.slots, stride: self.stride }
     }
 
     /// Images in the split.

@@ -23,14 +23,18 @@ pub struct EpochMetrics {
     pub seconds: f64,
     /// Training images per second of wall-clock time.
     pub images_per_sec: f64,
+    /// Wall-clock seconds of the evaluation on the test set that follows the training (0 in
+    /// files written before it was measured).
+    #[serde(default)]
+    pub eval_seconds: f64,
 }
 
 impl EpochMetrics {
-    /// `epoch  3  train loss 0.0812 acc 97.58%  test loss 0.0921 acc 97.12%  1.84 s  32,608 img/s`
+    /// `epoch  3  train loss 0.0812 acc 97.58%  test loss 0.0921 acc 97.12%  1.840 s  32,608 img/s  eval 0.020 s`
     pub fn line(&self, epochs: usize) -> String {
         let w = epochs.to_string().len();
         format!(
-            "epoch {:>w$}/{epochs}  train loss {:.4} acc {:6.2}%  test loss {:.4} acc {:6.2}%  {:7.3} s  {:>9} img/s",
+            "epoch {:>w$}/{epochs}  train loss {:.4} acc {:6.2}%  test loss {:.4} acc {:6.2}%  {:7.3} s  {:>9} img/s  eval {:.3} s",
             self.epoch,
             self.train_loss,
             100.0 * self.train_acc,
@@ -38,6 +42,7 @@ impl EpochMetrics {
             100.0 * self.test_acc,
             self.seconds,
             thousands(self.images_per_sec.round() as u64),
+            self.eval_seconds,
         )
     }
 }
@@ -135,7 +140,7 @@ mod tests {
     fn metrics_are_json_lines_with_the_documented_keys() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
-        let m = EpochMetrics { epoch: 1, train_loss: 0.5, train_acc: 0.9, test_loss: 0.4, test_acc: 0.91, seconds: 2.0, images_per_sec: 3e4 };
+        let m = EpochMetrics { epoch: 1, train_loss: 0.5, train_acc: 0.9, test_loss: 0.4, test_acc: 0.91, seconds: 2.0, images_per_sec: 3e4, eval_seconds: 0.1 };
         write_metrics(&path, &[m, EpochMetrics { epoch: 2, ..m }]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 2);

@@ -127,6 +127,7 @@ mod tests {
                 test_acc: 0.91 + 0.015 * e as f64,
                 seconds: 1.0,
                 images_per_sec: 6e4,
+                eval_seconds: 0.1,
             })
             .collect()
     }

@@ -148,7 +148,7 @@ fn train_eval_predict_end_to_end() {
     let lines: Vec<serde_json::Value> =
         std::fs::read_to_string(&metrics).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
-    for key in ["epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds"] {
+    for key in ["epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds", "eval_seconds"] {
         assert!(lines[1].get(key).is_some_and(|v| v.is_number()), "{key} missing in {}", lines[1]);
     }
     let test_acc = lines[1]["test_acc"].as_f64().unwrap();

@@ -39,6 +39,7 @@ fn config(epochs: usize) -> TrainConfig {
         seed: 7,
         steps_per_submit: 16,
         epoch_models: false,
+        matmul: Default::default(),
     }
 }
 

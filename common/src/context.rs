@@ -130,6 +130,7 @@ impl GpuContext {
 
         // Optional features, each taken only where the adapter has it.
         let wanted_features = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
             | wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
             | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;

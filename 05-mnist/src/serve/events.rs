@@ -18,7 +18,7 @@ use crate::metrics::EpochMetrics;
 /// The processor a run trains on, as the page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdapterInfo {
-    /// `CPU (2 threads)` or the adapter line, e.g. `NVIDIA H200 (Vulkan, DiscreteGpu, ...)`.
+    /// `CPU (2 threads, avx512)` or the adapter line, e.g. `NVIDIA H200 (Vulkan, DiscreteGpu, ...)`.
     pub name: String,
     /// True for software adapters (lavapipe, SwiftShader, WARP): "GPU" code running on the CPU.
     pub software: bool,
@@ -55,7 +55,7 @@ pub struct ProgressEvent {
 
 /// An epoch ended and was evaluated on the test set: `event: epoch`. The JSON object holds the
 /// fields below and, flattened beside them, those of [`EpochMetrics`] (`epoch`, `train_loss`,
-/// `train_acc`, `test_loss`, `test_acc`, `seconds`, `images_per_sec`).
+/// `train_acc`, `test_loss`, `test_acc`, `seconds`, `images_per_sec`, `eval_seconds`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochEvent {
     pub run: u64,

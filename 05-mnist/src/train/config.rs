@@ -117,6 +117,30 @@ pub struct TrainConfig {
     /// predicts with the latest model). On the GPU that is one read-back of the parameters per
     /// epoch, outside the timed part.
     pub epoch_models: bool,
+    /// GPU only: the precision of the products of layers routed through stage 03's matmul
+    /// (wide layers in big batches): f32, or inputs rounded to f16 on the tensor cores.
+    pub matmul: MatmulPrecision,
+}
+
+/// `--matmul`: the precision of stage 03's products for wide layers on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MatmulPrecision {
+    /// f32 inputs and sums: results within f32 rounding of the CPU's.
+    #[default]
+    F32,
+    /// Inputs rounded to f16 (a relative 2^-11 each), sums in f32, on the tensor cores where
+    /// the adapter has cooperative matrices (else f32).
+    F16Inputs,
+}
+
+impl MatmulPrecision {
+    pub fn precision(self) -> gpu_layers::Precision {
+        match self {
+            MatmulPrecision::F32 => gpu_layers::Precision::F32,
+            MatmulPrecision::F16Inputs => gpu_layers::Precision::F16Inputs,
+        }
+    }
 }
 
 impl Default for TrainConfig {
@@ -133,6 +157,7 @@ impl Default for TrainConfig {
             seed: 42,
             steps_per_submit: 100,
             epoch_models: false,
+            matmul: MatmulPrecision::F32,
         }
     }
 }

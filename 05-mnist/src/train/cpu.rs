@@ -14,9 +14,14 @@ use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu};
 use crate::error::Result;
 use crate::model_io::Model;
 
+/// Rows per evaluation batch (the result does not depend on it).
+const EVAL_ROWS: usize = 1000;
+
 /// The CPU trainer of a run: batches of up to `batch` rows, parameters seeded by `cfg.seed`.
+/// Its tensors hold the larger of `batch` and [`EVAL_ROWS`] rows: the test set is evaluated
+/// in big batches (fewer, bigger products, which the threads share well).
 pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, batch: usize) -> Result<CpuTrainer> {
-    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(1), cfg.seed)?)
+    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(EVAL_ROWS), cfg.seed)?)
 }
 
 /// An `async fn` only so that a browser page can `breathe` (yield to its event loop) after
@@ -30,7 +35,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
-    check_memory(spec, batch.max(1), available_memory())?;
+    check_memory(spec, batch.max(EVAL_ROWS), available_memory())?; // the rows `trainer` allocates
     let mut net = trainer(spec, cfg, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
@@ -65,8 +70,9 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
             }
         }
         let seconds = start.elapsed().as_secs_f64();
-        let test = evaluate_cpu(&mut net, &data.test, batch, epoch, cfg)?;
-        let m = epoch_metrics(epoch, &sums, &test, seconds);
+        let eval_start = Instant::now();
+        let test = evaluate_cpu(&mut net, &data.test, batch.max(EVAL_ROWS), epoch, cfg)?;
+        let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
             on_event(Event::EpochModel(&model(&net)?));

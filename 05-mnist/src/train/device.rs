@@ -29,10 +29,13 @@ pub enum Device {
 }
 
 impl Device {
-    /// `CPU` or the adapter line (`NVIDIA H200 (Vulkan, DiscreteGpu, ...)`).
+    /// `CPU (threads, vector instructions)` or the adapter line (`NVIDIA H200 (Vulkan, DiscreteGpu, ...)`).
     pub fn describe(&self) -> String {
         match self {
-            Device::Cpu => format!("CPU ({} threads)", std::thread::available_parallelism().map_or(1, |n| n.get())),
+            Device::Cpu => {
+                let n = rayon::current_num_threads();
+                format!("CPU ({n} thread{}, {})", if n == 1 { "" } else { "s" }, gpu_layers::cpu_fast::instruction_set())
+            }
             Device::Gpu(ctx) => ctx.adapter_line(),
         }
     }

@@ -1,6 +1,12 @@
-//! The GPU loop: both splits resident on the device, `steps_per_submit` steps (gather + stage
-//! 04's `record_step`) per submission, the loss summed on the device and read back when the
-//! epoch ends or every `PROGRESS_EVERY`; the stop flag checked after every submission.
+//! The GPU loop: both splits resident on the device, `steps_per_submit` steps per submission,
+//! the loss summed on the device and read back when the epoch ends or every `PROGRESS_EVERY`;
+//! the stop flag checked after every submission.
+//!
+//! A step is stage 04's training step with its first layer's forward gathering the batch from
+//! the bytes on the device itself (`GpuTrainer::record_gathered_step`): three dispatches for
+//! 784-128-10. A network whose first op cannot gather (no hidden layer, a first layer routed
+//! through stage 03's matmul, or the composed tapes) records our gather kernel and then
+//! `record_step` instead.
 //!
 //! Submitting does not wait, so a loop that only submits queues a whole epoch in a moment, and
 //! a stop would wait for all of it. So after submitting piece `k` the loop waits for piece
@@ -17,7 +23,7 @@ use wgpu::SubmissionIndex;
 use web_time::Instant;
 
 use common::{GpuContext, QueueMark};
-use gpu_layers::{Fusion, GpuTrainer, Network, NetworkSpec};
+use gpu_layers::{Fusion, FusedTiles, Gathered, GpuTrainer, Kernels, Network, NetworkSpec};
 
 use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use crate::data::{Mnist, PIXELS};
@@ -32,6 +38,8 @@ pub(super) struct GpuRun<'a> {
     kernel: GatherKernel,
     pub(super) train: DeviceBatches,
     test: DeviceBatches,
+    /// The trainer's gathering tapes for the two splits, when its first op can gather.
+    gathered: Option<(Gathered, Gathered)>,
     batch: usize,
 }
 
@@ -42,11 +50,17 @@ impl<'a> GpuRun<'a> {
         let batch = cfg.batch_size.min(data.train.len());
         let available = if ctx.is_software() { super::cpu::available_memory() } else { None };
         check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch)?, batch, available)?;
-        let trainer = GpuTrainer::new(ctx, spec, cfg.optimizer, batch, cfg.seed)?;
+        let kernels = Kernels::with_options(FusedTiles::for_batch(batch), cfg.matmul.precision());
+        let mut trainer = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, batch, cfg.seed, Fusion::Fused)?;
         let kernel = GatherKernel::new(ctx)?;
         let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
         let test = DeviceBatches::new(ctx, &kernel, &data.test, batch, trainer.input(), trainer.labels(), "test")?;
-        Ok(Self { ctx, trainer, kernel, train, test, batch })
+        let gathered = if trainer.can_gather() {
+            Some((trainer.add_gathered(ctx, &kernels, &train.source())?, trainer.add_gathered(ctx, &kernels, &test.source())?))
+        } else {
+            None
+        };
+        Ok(Self { ctx, trainer, kernel, train, test, gathered, batch })
     }
 
     /// Records steps `steps` of `batches` (all of them full batches, or a single short one
@@ -55,14 +69,21 @@ impl<'a> GpuRun<'a> {
     /// not wait for the GPU.
     pub(super) fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) -> Result<SubmissionIndex> {
         let label = if training { "train steps" } else { "eval steps" };
+        let gathered = self.gathered.map(|(train, test)| if std::ptr::eq(batches, &self.train) { train } else { test });
         let index = self.ctx.scoped(|| {
             self.ctx.submit_pass(label, |pass| {
                 for s in steps {
-                    batches.record(&self.kernel, pass, s);
-                    if training {
-                        self.trainer.record_step(pass);
-                    } else {
-                        self.trainer.record_eval(pass);
+                    match (gathered, training) {
+                        (Some(g), true) => self.trainer.record_gathered_step(g, s, pass),
+                        (Some(g), false) => self.trainer.record_gathered_eval(g, s, pass),
+                        (None, _) => {
+                            batches.record(&self.kernel, pass, s);
+                            if training {
+                                self.trainer.record_step(pass);
+                            } else {
+                                self.trainer.record_eval(pass);
+                            }
+                        }
                     }
                 }
             })
@@ -161,10 +182,11 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         }
         sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the last step
         let seconds = start.elapsed().as_secs_f64();
+        let eval_start = Instant::now();
         run.run_all(&run.test, false, cfg.steps_per_submit.max(run.test.steps()), async |_| Ok(true)).await?;
         let mut test = Sums::default();
-        test.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?);
-        let m = epoch_metrics(epoch, &sums, &test, seconds);
+        test.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the evaluation
+        let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
             on_event(Event::EpochModel(&parameters(&run).await?));

@@ -45,7 +45,7 @@ use gpu_layers::{LayersError, Metrics, NetworkSpec};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
-pub use config::{LossChoice, MAX_PARAMETERS, OptimizerChoice, Schedule, TrainConfig, network};
+pub use config::{LossChoice, MAX_PARAMETERS, MatmulPrecision, OptimizerChoice, Schedule, TrainConfig, network};
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::select_device;
 pub use device::{Device, DeviceChoice, Fallback, Selected, select_device_with};
@@ -220,7 +220,7 @@ fn checked(taken: Result<Metrics, LayersError>, epoch: usize, batch: usize, cfg:
     }
 }
 
-fn epoch_metrics(epoch: usize, train: &Sums, test: &Sums, seconds: f64) -> EpochMetrics {
+fn epoch_metrics(epoch: usize, train: &Sums, test: &Sums, seconds: f64, eval_seconds: f64) -> EpochMetrics {
     EpochMetrics {
         epoch,
         train_loss: train.mean_loss(),
@@ -229,6 +229,7 @@ fn epoch_metrics(epoch: usize, train: &Sums, test: &Sums, seconds: f64) -> Epoch
         test_acc: test.accuracy(),
         seconds,
         images_per_sec: train.rows as f64 / seconds.max(1e-9),
+        eval_seconds,
     }
 }
 

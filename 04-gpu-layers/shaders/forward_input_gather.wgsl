@@ -1,0 +1,85 @@
+// forward_input_gather.wgsl: the other form of linear_forward.wgsl's input: the batch is
+// gathered by the forward dispatch itself, from byte images on the GPU, so a training step
+// needs no separate gather dispatch (one dependent dispatch fewer per step).
+//
+// Rows `order[slot.first ..]` of `images` (u8 pixels, 4 to a u32 word, each image starting on a
+// word boundary: `ceil(in / 4)` words), normalized as `pixel * slot.scale + slot.shift`. `slot`
+// is a uniform bound with a dynamic offset: step s of an epoch binds the same buffer at offset
+// s * stride, so the CPU changes an offset while recording and writes nothing between steps.
+//
+// The images are scattered over the 47 MB data set, so they come from DRAM, not L2: read in the
+// k loop, every round of loads would wait for DRAM (the first version did: 30 ms per epoch
+// instead of 25). So all invocations first load the workgroup's TR rows, one word each, in ONE
+// round, into workgroup memory, and the k loop reads them there. The first column of
+// workgroups also keeps what the step's later dispatches read: the rows in `x_out` (the weight
+// update needs x) and the labels in `labels_out` (the loss).
+
+struct GatherSlot {
+    first: u32, // index into `order` of the batch's first row
+    count: u32, // rows in this batch (the host also sets the batch uniform to it)
+    scale: f32,
+    shift: f32,
+}
+
+@group(0) @binding(0) var<storage, read> images: array<u32>;
+@group(0) @binding(5) var<storage, read> label_bytes: array<u32>;
+@group(0) @binding(6) var<storage, read> order: array<u32>;
+@group(0) @binding(7) var<uniform> slot: GatherSlot;
+@group(0) @binding(8) var<storage, read_write> x_out: array<f32>;
+@group(0) @binding(9) var<storage, read_write> labels_out: array<u32>;
+
+// X_SHARED (from the prelude, chosen for the device: wgsl.rs, DeviceFit): floats of input rows
+// staged; TR * in must fit
+var<workgroup> xs: array<f32, X_SHARED>;
+var<private> staged: bool;
+
+fn pixel_value(word: u32, e: u32) -> f32 {
+    return f32((word >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
+}
+
+// Rows row0..row0 + TR (rows past the batch repeat its last row), word by word.
+fn stage_input(row0: u32, k_len: u32, first_column: bool, li: u32) {
+    staged = TR * k_len <= X_SHARED;
+    let words = (k_len + 3u) / 4u;
+    let last = batch.rows - 1u;
+    for (var i = li; i < TR * words; i += TN * KS) {
+        let r = i / words;
+        let w = i % words;
+        let row = min(row0 + r, last);
+        let word = images[order[slot.first + row] * words + w];
+        for (var e = 0u; e < 4u; e++) {
+            let k = 4u * w + e;
+            if k < k_len {
+                let v = pixel_value(word, e);
+                if staged {
+                    xs[r * k_len + k] = v;
+                }
+                if first_column && row0 + r < batch.rows {
+                    x_out[(row0 + r) * k_len + k] = v;
+                }
+            }
+        }
+    }
+    if first_column && li < TR && row0 + li < batch.rows {
+        let image = order[slot.first + row0 + li];
+        labels_out[row0 + li] = (label_bytes[image / 4u] >> (8u * (image % 4u))) & 0xffu;
+    }
+}
+
+// Where the workgroup's row r (batch row `row`) starts: in `xs` when staged, else the byte
+// where its image starts (a layer wider than X_SHARED / TR inputs reads the bytes in the loop).
+fn input_start(r: u32, row: u32, k_len: u32) -> u32 {
+    if staged {
+        return r * k_len;
+    }
+    return order[slot.first + row] * ((k_len + 3u) / 4u) * 4u;
+}
+
+// Element k of the row that starts at `start`.
+fn input(start: u32, k: u32) -> f32 {
+    if staged {
+        return xs[start + k];
+    }
+    let b = start + k;
+    return pixel_value(images[b / 4u], b % 4u);
+}

@@ -1,0 +1,26 @@
+// loss.wgsl: how the loss kernels (softmax_ce.wgsl, output_layer.wgsl) add a row's loss to the
+// counters. Prepended after common.wgsl; the including kernel declares `counters`
+// (array<atomic<u32>>).
+
+// Adds one row's loss to the 64-bit fixed-point sum in counters[LO], counters[HI] (units of
+// 2^-20). WGSL atomics exist only for 32-bit integers, and a float compare-exchange loop makes
+// the rows of a batch queue up and retry on one address; integer adds never retry, and the
+// sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU twin
+// computes exactly the same bits. The carry out of the low word is detected from the value
+// atomicAdd returns, so concurrent adds stay exact. A NaN or absurd loss (> 1e12) is counted
+// instead, and take_metrics reports it.
+fn add_loss(loss: f32) {
+    if !(loss <= 1e12) {
+        atomicAdd(&counters[COUNTER_NON_FINITE], 1u);
+        return;
+    }
+    let v = max(loss, 0.0);               // rounding can make a perfect row's loss -1e-7
+    let hi = floor(v * 0.000244140625);   // whole multiples of 2^12 (= 2^32 units); * 2^-12 is exact
+    let lo = u32((v - hi * 4096.0) * 1048576.0); // the rest, in units of 2^-20
+    let old = atomicAdd(&counters[COUNTER_LOSS_LO], lo);
+    let carry = select(0u, 1u, old > 0xffffffffu - lo);
+    let high = u32(hi) + carry;
+    if high != 0u {
+        atomicAdd(&counters[COUNTER_LOSS_HI], high);
+    }
+}

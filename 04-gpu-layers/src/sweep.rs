@@ -1,0 +1,239 @@
+//! `gpu-layers --sweep`: where the time of a fused training step goes, one change at a time.
+//!
+//! 1. The floor: a dispatch that does almost nothing (`bias_add` on one number), recorded
+//!    `--steps` times back to back, each depending on the one before. No step of d dependent
+//!    dispatches can take less than d times this.
+//! 2. Every variant of [`FusedTiles::sweep`] (the default with ONE tile size changed): each of
+//!    the step's three dispatches alone (`--steps` copies of it in one pass, GPU timestamps
+//!    around the pass) and the whole step (`--steps` steps in one pass). Each variant is first
+//!    checked against the CPU: one step, same weights.
+//! 3. The default step with a timestamp after every dispatch (where the adapter can write
+//!    timestamps inside a pass): what each dispatch costs in the middle of a real step, waiting
+//!    for the one before included.
+//!
+//! 4. Wide layers: a step with the hidden layer in the fused kernels, against the same step
+//!    with its products through stage 03's matmul (f32, and f16 inputs on tensor cores where the
+//!    adapter has cooperative matrices), for widths 128-1024 and batches 64-512: the
+//!    measurements behind `routes_by_shape`.
+//!
+//! Parts 1-3 use the MNIST shape (784-HIDDEN-10, batch BATCH, SGD lr 0.1), all random data.
+
+use std::sync::Arc;
+
+use common::{GpuContext, GpuTimer, median};
+use cpu_matrix::Matrix;
+use gpu_layers::{
+    CpuTrainer, Dim, Elem, Fusion, FusedTiles, GpuTape, GpuTrainer, Kernels, NetworkSpec, Op, Optimizer, Precision, Routing, TensorId,
+    TensorInfo, View,
+};
+use gpu_matmul::Kernel;
+
+use crate::{AnyError, Args, ConcatData};
+
+pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
+    let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
+    let spec = NetworkSpec::new(784, &[args.hidden as usize], 10)?;
+    let timer = GpuTimer::new(ctx);
+    let per_dispatch = |seconds: f64, count: usize| seconds * 1e6 / count as f64;
+    println!();
+    println!(
+        "== sweep: {}, batch {batch}, {steps} dispatches (or steps) per pass, median of {reps}",
+        spec.describe()
+    );
+    println!("   adapter: {}; GPU time from {}", ctx.adapter_line(), timer.source());
+
+    // 1. The floor.
+    let floor = {
+        let tensors = [
+            TensorInfo { name: "y".into(), rows: Dim::Fixed(1), cols: 1, elem: Elem::F32 },
+            TensorInfo { name: "bias".into(), rows: Dim::Fixed(1), cols: 1, elem: Elem::F32 },
+        ];
+        let mut tape = GpuTape::new(ctx, &tensors, 1)?;
+        let y = View { tensor: TensorId(0), rows: Dim::Fixed(1), cols: 1 };
+        let id = tape.add_tape(ctx, &Kernels::new(), &[Op::BiasAdd { y, bias: TensorId(1), offset: 0 }])?;
+        timer.time_pass(ctx, "warm-up", |pass| (0..steps).for_each(|_| tape.record_one(id, 0, pass)))?;
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| timer.time_pass(ctx, "floor", |pass| (0..steps).for_each(|_| tape.record_one(id, 0, pass))))
+            .collect::<Result<_, _>>()?;
+        per_dispatch(median(&mut t), steps)
+    };
+    println!("   floor: {floor:.2} us per dependent dispatch (bias_add on one number, {steps} in a row)");
+
+    // 2. The variants.
+    let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 5);
+    let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+    let opt = Optimizer::sgd(0.1, 0.0);
+    println!(
+        "{:>18} | {:>14} {:>12} {:>13} | {:>9} | tiles (forward TN KS TR U, output WG rows, update slices)",
+        "variant", "linear_forward", "output_layer", "linear_update", "us/step"
+    );
+    let mut default_kernels = None;
+    for (what, tiles) in FusedTiles::sweep() {
+        let kernels = Kernels::with_tiles(tiles);
+        let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
+        let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
+        gpu.write_batch(ctx, &x, &labels)?;
+        gpu.train_steps(ctx, 1)?;
+        cpu.train_step(&x, &labels)?;
+        common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+            .map_err(|e| format!("{what}: a step differs from the CPU: {e}"))?;
+        gpu.take_metrics(ctx)?;
+        gpu.train_steps(ctx, steps)?; // warm-up
+        ctx.wait()?;
+        let (tape, train) = gpu.tape();
+        let mut alone = Vec::new();
+        for i in 0..gpu.dispatches_per_step() {
+            let mut t: Vec<f64> = (0..reps)
+                .map(|_| timer.time_pass(ctx, "one dispatch", |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+                .collect::<Result<_, _>>()?;
+            alone.push(per_dispatch(median(&mut t), steps));
+        }
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| timer.time_pass(ctx, "steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
+            .collect::<Result<_, _>>()?;
+        let step = per_dispatch(median(&mut t), steps);
+        gpu.take_metrics(ctx)?;
+        let t = tiles;
+        println!(
+            "{what:>18} | {:>14.2} {:>12.2} {:>13.2} | {step:>9.2} | {} {} {} {}, {} {}, {}",
+            alone[0],
+            alone[1],
+            alone[2],
+            t.forward_tn,
+            t.forward_ks,
+            t.forward_tr,
+            t.forward_u,
+            t.output_wg,
+            t.output_rows,
+            t.update_slices
+        );
+        if what == "default" {
+            default_kernels = Some(kernels);
+        }
+    }
+
+    // 3. Inside the default step.
+    let kernels = default_kernels.ok_or("no default variant")?;
+    for opt in [Optimizer::sgd(0.1, 0.0), Optimizer::adam(1e-3)] {
+        in_step(ctx, &kernels, &spec, opt, &x, &labels, steps.min(1000), reps)?;
+    }
+
+    // 4. Wide layers: the fused layer kernels against stage 03's matmul.
+    wide(ctx, (steps / 8).max(10), reps)
+}
+
+/// One SGD step of 784-HIDDEN-10 for a grid of widths and batches, with the hidden layer in the
+/// fused kernels, through stage 03's f32 matmul, and through its f16-input one (tensor cores,
+/// where the adapter has them): the data behind `routes_by_shape`.
+fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
+    let timer = GpuTimer::new(ctx);
+    let f16_kernel = Kernel::fastest(ctx, Precision::F16Inputs);
+    println!();
+    println!("== wide layers: us per SGD step of 784-HIDDEN-10 ({steps} steps per pass, median of {reps})");
+    println!(
+        "   matmul: stage 03's kernel {} (f32) and kernel {} ({}), with separate bias, activation, column-sum and SGD dispatches",
+        Kernel::BEST.number(),
+        f16_kernel.number(),
+        if f16_kernel.precision() == Precision::F16Inputs { "f16 inputs" } else { "f32: no cooperative matrices here" }
+    );
+    println!("{:>6} {:>7} | {:>10} {:>12} {:>12} | {:>8}", "batch", "hidden", "fused", "matmul f32", "matmul f16", "GFLOP/step");
+    let opt = Optimizer::sgd(0.1, 0.0);
+    for batch in [64usize, 128, 256, 512] {
+        // The tiles a trainer of this batch uses (FusedTiles::for_batch).
+        let f32 = Kernels::with_tiles(FusedTiles::for_batch(batch));
+        let f16 = Kernels::with_options(FusedTiles::for_batch(batch), Precision::F16Inputs);
+        let kernels = &f32;
+        for hidden in [128usize, 256, 512, 1024] {
+            let spec = NetworkSpec::new(784, &[hidden], 10)?;
+            let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 7);
+            let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
+            let mut cells = Vec::new();
+            for (routing, k) in [(Routing::Never, kernels), (Routing::Always, kernels), (Routing::Always, &f16)] {
+                let gpu = GpuTrainer::with_routing(ctx, k, &spec, opt, batch, 1, Fusion::Fused, routing)?;
+                gpu.write_batch(ctx, &x, &labels)?;
+                gpu.train_steps(ctx, steps)?; // warm-up
+                let mut t: Vec<f64> = (0..reps)
+                    .map(|_| timer.time_pass(ctx, "wide steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
+                    .collect::<Result<_, _>>()?;
+                let m = gpu.take_metrics(ctx)?;
+                if !m.mean_loss().is_finite() {
+                    return Err(format!("{hidden} x {batch} {routing:?}: the loss is not finite").into());
+                }
+                cells.push(median(&mut t) * 1e6 / steps as f64);
+            }
+            // Two products of 2 * batch * 784 * hidden flops, the output layer's two of 10 columns.
+            let gflop = 2.0 * 2.0 * (batch * hidden * (784 + 10)) as f64 * 1e-9;
+            println!("{batch:>6} {hidden:>7} | {:>10.2} {:>12.2} {:>12.2} | {gflop:>8.3}", cells[0], cells[1], cells[2]);
+        }
+    }
+    Ok(())
+}
+
+/// The default step with a GPU timestamp after each dispatch, `steps` steps in one pass.
+#[allow(clippy::too_many_arguments)]
+fn in_step(
+    ctx: &GpuContext,
+    kernels: &Arc<Kernels>,
+    spec: &NetworkSpec,
+    opt: Optimizer,
+    x: &Matrix,
+    labels: &[u32],
+    steps: usize,
+    reps: usize,
+) -> Result<(), AnyError> {
+    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES) {
+        println!("   (this adapter cannot write timestamps inside a pass: no per-dispatch times in the step)");
+        return Ok(());
+    }
+    let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, x.rows, 1, Fusion::Fused)?;
+    gpu.write_batch(ctx, x, labels)?;
+    let d = gpu.dispatches_per_step();
+    let count = (steps * d + 1).min(4096);
+    let steps = (count - 1) / d;
+    let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("per-dispatch timestamps"),
+        ty: wgpu::QueryType::Timestamp,
+        count: count as u32,
+    });
+    let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("per-dispatch resolve"),
+        size: 8 * count as u64,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let (tape, train) = gpu.tape();
+    let period = ctx.queue.get_timestamp_period() as f64;
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); d];
+    gpu.train_steps(ctx, steps)?; // warm-up
+    for _ in 0..reps {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.write_timestamp(&set, 0);
+            for s in 0..steps {
+                for i in 0..d {
+                    tape.record_one(train, i, &mut pass);
+                    pass.write_timestamp(&set, (s * d + i + 1) as u32);
+                }
+            }
+        }
+        encoder.resolve_query_set(&set, 0..count as u32, &resolve, 0);
+        ctx.queue.submit([encoder.finish()]);
+        let ticks: Vec<u64> = ctx.read(&resolve, count)?;
+        // Mean over the steps of each dispatch's interval, then the median over repetitions.
+        for (i, slot) in per.iter_mut().enumerate() {
+            let sum: f64 = (0..steps).map(|s| ticks[s * d + i + 1].saturating_sub(ticks[s * d + i]) as f64).sum();
+            slot.push(sum * period * 1e-3 / steps as f64);
+        }
+    }
+    gpu.take_metrics(ctx)?;
+    let parts: Vec<String> = gpu
+        .network()
+        .train
+        .iter()
+        .zip(per.iter_mut())
+        .map(|(op, t)| format!("{} {:.2}", op.kernel_name(), median(t)))
+        .collect();
+    println!("   inside the default step, {}, {steps} steps: us per dispatch {}", opt.describe(), parts.join(", "));
+    Ok(())
+}
