@@ -530,7 +530,13 @@ fn run_predict(args: &PredictArgs) -> Result<()> {
             Ok((probs, px)) => {
                 let class = argmax(&probs);
                 let names = model.dataset.class_names();
-                println!("{}: {} ({:.1}%)", path.display(), names[class as usize], 100.0 * probs[class as usize]);
+                // A cross-entropy model's outputs are probabilities; an MSE model's are scores
+                // (regressions on one-hot targets, possibly negative or above 1): no percent.
+                let best = match model.spec.loss() {
+                    gpu_layers::Loss::Mse => format!("score {:.3}", probs[class as usize]),
+                    gpu_layers::Loss::CrossEntropy => format!("{:.1}%", 100.0 * probs[class as usize]),
+                };
+                println!("{}: {} ({best})", path.display(), names[class as usize]);
                 let row: Vec<String> = probs.iter().enumerate().map(|(d, p)| format!("{}: {p:.4}", names[d])).collect();
                 println!("  {}", row.join("  "));
                 if args.show {

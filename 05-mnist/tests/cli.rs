@@ -235,3 +235,24 @@ fn gpu_and_auto_devices_say_what_they_use() {
         assert!(stderr.contains("adapter:") && !stderr.contains("device: CPU"), "{stderr}");
     }
 }
+
+#[test]
+fn predict_shows_scores_not_percentages_for_an_mse_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("mse.safetensors");
+    let model = model.to_str().unwrap();
+    let out = mnist(&[
+        "train", "--device", "cpu", "--limit-train", "1000", "--limit-test", "200", "--epochs", "1", "--layers", "784-32-relu-10",
+        "--loss", "mse", "--save", model, "--preview", "0",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let path = tmp.path().join("digit.png");
+    let data = support::mnist();
+    render_on_paper(data.test.image(0)).save(&path).unwrap();
+    let out = mnist(&["predict", "--model", model, path.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with(&format!("{}: ", path.display()))).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("(score ") && !line.contains('%'), "an MSE model's output read as a probability: {line}");
+}
