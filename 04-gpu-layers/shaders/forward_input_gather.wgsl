@@ -61,9 +61,15 @@ fn stage_input(row0: u32, k_len: u32, first_column: bool, li: u32) {
         }
     }
     if first_column && li < TR && row0 + li < batch.rows {
-        let image = order[slot.first + row0 + li];
-        labels_out[row0 + li] = (label_bytes[image / 4u] >> (8u * (image % 4u))) & 0xffu;
+        labels_out[row0 + li] = row_label(row0 + li);
     }
+}
+
+// The label of batch row `row`, from the label bytes (4 to a word). forward_output.wgsl's
+// output layer reads it here too: the copy in `labels_out` is written by this same dispatch.
+fn row_label(row: u32) -> u32 {
+    let image = order[slot.first + row];
+    return (label_bytes[image / 4u] >> (8u * (image % 4u))) & 0xffu;
 }
 
 // Where the workgroup's row r (batch row `row`) starts: in `xs` when staged, else the byte

@@ -43,8 +43,8 @@ use crate::gpu_tape::GpuTape;
 use crate::kernels::{KernelId, Kernels};
 use crate::tape::{Dim, LayerUpdate, Op, TensorId, Transpose, View};
 use crate::wgsl::{
-    self, ActivationParams, BiasAddParams, ColumnSumParams, DropoutBackwardParams, DropoutParams, LayerShape, LinearParams,
-    MseParams, Opt, OutputLayerParams, SoftmaxCeParams, Update,
+    self, ActivationParams, BiasAddParams, ColumnSumParams, DropoutBackwardParams, DropoutParams, ForwardOutputParams, LayerShape,
+    LinearParams, MseParams, Opt, OutputLayerParams, SoftmaxCeParams, Update,
 };
 use crate::{Activation, ByteImages, LayersError, MAX_CLASSES, Optimizer};
 
@@ -138,6 +138,106 @@ pub(crate) fn prepare_gathered(
     })?;
     tape.manager.note_external(0, 1, 0);
     Ok(Step::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride })
+}
+
+/// Where a merged `forward_output` reads its batch: the tensor x of its `LinearForward`, or byte
+/// images gathered by the dispatch itself, keeping the rows in x and the labels in `labels`.
+pub(crate) enum MergedInput<'a> {
+    Tensor,
+    Gathered { labels: TensorId, source: &'a ByteImages<'a> },
+}
+
+/// The `LinearForward` `forward` and the `OutputLayer` `output` on top of it as ONE dispatch,
+/// `forward_output`: the bindings of `linear_forward` (0-4; 5-9 when gathering), the labels at
+/// 10 (from the tensor; gathered ones are read from the bytes), and the output layer's
+/// out_params, out, dh and counters at 11-14. Grid: `ceil(B / merged_tr)` workgroups, each its
+/// rows' whole hidden layer. [`GpuTape`] decides where it applies (`FusedTiles::merges`).
+pub(crate) fn prepare_forward_output(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    forward: &Op,
+    output: &Op,
+    input: MergedInput<'_>,
+) -> Result<Step, LayersError> {
+    let (Op::LinearForward { x, params, y, act }, Op::OutputLayer { h, params: out_params, labels, out, dh, counters, mode }) =
+        (forward, output)
+    else {
+        return Err(LayersError::Spec(format!("forward_output merges a linear_forward and an output_layer, not {} and {}", forward.kernel_name(), output.kernel_name())));
+    };
+    if h.tensor != y.tensor || h.cols != y.cols {
+        return Err(LayersError::Spec("forward_output: the output layer must read the forward's output".into()));
+    }
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let tiles = kernels.tiles().fitted(ctx.limits.max_compute_invocations_per_workgroup);
+    let (dh_buf, hidden_act) = match dh {
+        Some((v, a)) => (buf(v.tensor), Activation::code(Some(*a))),
+        None => (&tape.placeholders_rw[0], Activation::code(None)),
+    };
+    let name = if matches!(input, MergedInput::Tensor) { "forward_output" } else { "forward_output (gathering)" };
+    let uniform = tape.manager.uniform(
+        ctx,
+        name,
+        &ForwardOutputParams {
+            inputs: y.cols as u32,
+            classes: out.cols as u32,
+            mode: *mode as u32,
+            hidden_act,
+            x_inputs: x.cols as u32,
+            act: Activation::code(*act),
+            _pad: [0; 2],
+        },
+    );
+    let groups = ctx.workgroups_1d(x.rows.at(tape.max_batch).div_ceil(tiles.merged_tr as usize) as u64, 1)?;
+    let out_bufs = [(11, buf(*out_params)), (12, buf(out.tensor)), (13, dh_buf), (14, buf(*counters))];
+    match input {
+        MergedInput::Tensor => {
+            let pipeline = kernels.pipeline(ctx, KernelId::ForwardOutput)?;
+            let mut bound = vec![
+                (0, buf(x.tensor)),
+                (1, buf(*params)),
+                (2, buf(y.tensor)),
+                (3, &tape.batch_uniform),
+                (4, &uniform),
+                (10, buf(*labels)),
+            ];
+            bound.extend(out_bufs);
+            let bind_group = tape.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
+            Ok(Step::Kernel { pipeline, bind_group, groups, opt_uniform: None })
+        }
+        MergedInput::Gathered { labels: kept, source } => {
+            let pipeline = kernels.pipeline(ctx, KernelId::ForwardOutputGather)?;
+            let slot = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: source.slots,
+                offset: 0,
+                size: wgpu::BufferSize::new(std::mem::size_of::<wgsl::GatherSlot>() as u64),
+            });
+            let mut resources = vec![
+                (0, source.images.as_entire_binding()),
+                (1, buf(*params).as_entire_binding()),
+                (2, buf(y.tensor).as_entire_binding()),
+                (3, tape.batch_uniform.as_entire_binding()),
+                (4, uniform.as_entire_binding()),
+                (5, source.labels.as_entire_binding()),
+                (6, source.order.as_entire_binding()),
+                (7, slot),
+                (8, buf(x.tensor).as_entire_binding()),
+                (9, buf(kept).as_entire_binding()),
+            ];
+            resources.extend(out_bufs.iter().map(|&(i, b)| (i, b.as_entire_binding())));
+            let entries: Vec<wgpu::BindGroupEntry> =
+                resources.into_iter().map(|(binding, resource)| wgpu::BindGroupEntry { binding, resource }).collect();
+            let bind_group = ctx.scoped(|| {
+                ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(name),
+                    layout: &pipeline.get_bind_group_layout(0),
+                    entries: &entries,
+                })
+            })?;
+            tape.manager.note_external(0, 1, 0);
+            Ok(Step::Gathered { pipeline, bind_group, groups, stride: source.stride })
+        }
+    }
 }
 
 /// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).

@@ -13,10 +13,10 @@ use common::GpuContext;
 
 use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
-use crate::gpu_dispatch::{Step, prepare, prepare_gathered};
+use crate::gpu_dispatch::{MergedInput, Step, prepare, prepare_forward_output, prepare_gathered};
 use crate::kernels::Kernels;
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
-use crate::wgsl::{Batch, Opt};
+use crate::wgsl::{Batch, FusedTiles, Opt};
 
 /// A prepared tape inside a [`GpuTape`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,8 @@ pub struct GpuTape {
     /// read-only and three writable placeholders, so no buffer is bound twice.
     pub(crate) placeholder: wgpu::Buffer,
     pub(crate) placeholders_rw: [wgpu::Buffer; 3],
-    tapes: Vec<Vec<Step>>,
+    /// Each tape's dispatches, with the kernel each runs.
+    tapes: Vec<Vec<(&'static str, Step)>>,
 }
 
 impl GpuTape {
@@ -70,18 +71,12 @@ impl GpuTape {
         })
     }
 
-    /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording.
+    /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording. A
+    /// `LinearForward` followed by the `OutputLayer` that reads its output becomes ONE
+    /// `forward_output` dispatch where [`FusedTiles::merges`] allows ([`plan`] lists them).
     pub fn add_tape(&mut self, ctx: &GpuContext, kernels: &Kernels, ops: &[Op]) -> Result<TapeId, LayersError> {
-        let pairs = crate::wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs;
-        let steps = ops
-            .iter()
-            .flat_map(|op| one_layer_per_update(op, pairs))
-            .map(|op| prepare(self, ctx, kernels, &op))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.tapes.push(steps);
-        let id = TapeId(self.tapes.len() - 1);
-        self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
-        Ok(id)
+        let steps = self.prepare_all(ctx, kernels, ops, None)?;
+        self.push_tape(ctx, steps)
     }
 
     /// Like [`GpuTape::add_tape`], with the first op (a `LinearForward` of the input tensor)
@@ -95,15 +90,45 @@ impl GpuTape {
         labels: TensorId,
         source: &ByteImages<'_>,
     ) -> Result<TapeId, LayersError> {
-        let (first, rest) = ops.split_first().ok_or_else(|| LayersError::Spec("an empty tape gathers nothing".into()))?;
-        let pairs = crate::wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs;
-        let mut steps = vec![prepare_gathered(self, ctx, kernels, first, labels, source)?];
-        for op in rest.iter().flat_map(|op| one_layer_per_update(op, pairs)) {
-            steps.push(prepare(self, ctx, kernels, &op)?);
+        if ops.is_empty() {
+            return Err(LayersError::Spec("an empty tape gathers nothing".into()));
         }
+        let steps = self.prepare_all(ctx, kernels, ops, Some((labels, source)))?;
+        self.push_tape(ctx, steps)
+    }
+
+    /// Ops -> steps, as [`plan`] says: two-layer updates split where the device needs it,
+    /// forward + output layer merged where it allows, the first op gathering when `gather` is
+    /// given.
+    fn prepare_all(
+        &self,
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        ops: &[Op],
+        gather: Option<(TensorId, &ByteImages<'_>)>,
+    ) -> Result<Vec<(&'static str, Step)>, LayersError> {
+        let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits);
+        planned
+            .into_iter()
+            .map(|p| {
+                let step = match (p, gather) {
+                    (Planned::Merged(i), Some((labels, source))) if i == 0 => {
+                        let input = MergedInput::Gathered { labels, source };
+                        prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], input)?
+                    }
+                    (Planned::Merged(i), _) => prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], MergedInput::Tensor)?,
+                    (Planned::One(0), Some((labels, source))) => prepare_gathered(self, ctx, kernels, &ops[0], labels, source)?,
+                    (Planned::One(i), _) => prepare(self, ctx, kernels, &ops[i])?,
+                };
+                Ok((p.name(&ops, gather.is_some()), step))
+            })
+            .collect()
+    }
+
+    fn push_tape(&mut self, ctx: &GpuContext, steps: Vec<(&'static str, Step)>) -> Result<TapeId, LayersError> {
         self.tapes.push(steps);
         let id = TapeId(self.tapes.len() - 1);
-        self.set_batch(ctx, self.batch())?;
+        self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
         Ok(id)
     }
 
@@ -114,7 +139,7 @@ impl GpuTape {
 
     /// Records every dispatch of `tape` into `pass`, a gathering one reading batch `slot`.
     pub fn record_at(&self, tape: TapeId, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tapes[tape.0].iter().for_each(|s| s.record(pass, slot));
+        self.tapes[tape.0].iter().for_each(|(_, s)| s.record(pass, slot));
     }
 
     /// Records `tape` `times` times into one pass and submits it. Does not wait.
@@ -125,7 +150,13 @@ impl GpuTape {
 
     /// Records only dispatch `index` of `tape` (for timing one kernel at a time).
     pub fn record_one(&self, tape: TapeId, index: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tapes[tape.0][index].record(pass, 0);
+        self.tapes[tape.0][index].1.record(pass, 0);
+    }
+
+    /// The kernel each dispatch of `tape` runs, in order (a merged `forward_output` stands for
+    /// two ops of the tape).
+    pub fn dispatch_names(&self, tape: TapeId) -> Vec<&'static str> {
+        self.tapes[tape.0].iter().map(|(name, _)| *name).collect()
     }
 
     /// Dispatches one recording of `tape` makes.
@@ -158,7 +189,7 @@ impl GpuTape {
             return Err(LayersError::Batch { batch, max_batch: self.max_batch });
         }
         ctx.queue.write_buffer(&self.batch_uniform, 0, bytemuck::bytes_of(&Batch::new(batch)));
-        for step in self.tapes.iter().flatten() {
+        for (_, step) in self.tapes.iter().flatten() {
             if let Step::Matmul { call, dims } = step {
                 call.set_dims(ctx, dims.0.at(batch), dims.1.at(batch), dims.2.at(batch))?;
             }
@@ -170,7 +201,7 @@ impl GpuTape {
     /// Rewrites the learning rate of every optimizer op (from the next submit on); the
     /// optimizer state is kept.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
-        for step in self.tapes.iter().flatten() {
+        for (_, step) in self.tapes.iter().flatten() {
             if let Step::Kernel { opt_uniform: Some(u), .. } = step {
                 ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
             }
@@ -236,4 +267,63 @@ fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
         ],
         _ => vec![op.clone()],
     }
+}
+
+/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Planned {
+    One(usize),
+    Merged(usize),
+}
+
+impl Planned {
+    /// The kernel it runs (the first op gathers when `gather`).
+    fn name(self, ops: &[Op], gather: bool) -> &'static str {
+        match self {
+            Planned::Merged(0) if gather => "forward_output (gathering)",
+            Planned::Merged(_) => "forward_output",
+            Planned::One(0) if gather => "linear_forward (gathering)",
+            Planned::One(i) => ops[i].kernel_name(),
+        }
+    }
+}
+
+/// The dispatches a GPU tape of `ops` makes with `tiles` on a device of `limits` (the first op
+/// gathering its batch when `gather`), by kernel name, without a device: what
+/// [`GpuTape::add_tape`] and [`GpuTape::add_gathered_tape`] will prepare.
+pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> Vec<&'static str> {
+    let (ops, planned) = plan_ops(ops, tiles, gather, limits);
+    planned.into_iter().map(|p| p.name(&ops, gather)).collect()
+}
+
+/// `ops` with two-layer updates split where the device binds too few buffers, and the
+/// dispatches they become.
+fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> (Vec<Op>, Vec<Planned>) {
+    let pairs = crate::wgsl::DeviceFit::for_limits(limits).linear_update_pairs;
+    let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs)).collect();
+    let mut planned = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        if let Some(next) = ops.get(i + 1)
+            && merges(&ops[i], next, tiles, gather && i == 0, limits)
+        {
+            planned.push(Planned::Merged(i));
+            i += 2;
+        } else {
+            planned.push(Planned::One(i));
+            i += 1;
+        }
+    }
+    (ops, planned)
+}
+
+/// Whether `forward` and `output` run merged as one `forward_output` dispatch: a
+/// `LinearForward` and the `OutputLayer` that reads exactly its output (with the same
+/// activation for dh), on shapes and a device the tiles allow ([`FusedTiles::merges`]).
+fn merges(forward: &Op, output: &Op, tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> bool {
+    let (Op::LinearForward { y, act, .. }, Op::OutputLayer { h, out, dh, .. }) = (forward, output) else {
+        return false;
+    };
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.merges(y.cols, out.cols, gather, limits)
 }

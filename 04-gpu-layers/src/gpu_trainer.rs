@@ -174,8 +174,14 @@ impl GpuTrainer {
         self.tape.dispatches(self.train)
     }
 
+    /// The kernel each dispatch of a training step runs: of [`GpuTrainer::record_step`], or of
+    /// [`GpuTrainer::record_gathered_step`] with `gathered`.
+    pub fn step_kernels(&self, gathered: Option<Gathered>) -> Vec<&'static str> {
+        self.tape.dispatch_names(gathered.map_or(self.train, |g| g.train))
+    }
+
     /// The GPU tape underneath, and the id of its training tape (to time single kernels with
-    /// [`GpuTape::record_one`]; the ops are `network().train`, in the same order).
+    /// [`GpuTape::record_one`]; [`GpuTape::dispatch_names`] says which kernel each runs).
     pub fn tape(&self) -> (&GpuTape, TapeId) {
         (&self.tape, self.train)
     }
@@ -227,7 +233,7 @@ impl GpuTrainer {
     /// Whether [`GpuTrainer::add_gathered`] works for this network: its first op must be a
     /// fused `linear_forward` (a hidden layer, not routed through stage 03's matmul).
     pub fn can_gather(&self) -> bool {
-        matches!(self.net.train.first(), Some(crate::Op::LinearForward { x, .. }) if x.tensor == self.net.input)
+        self.net.first_op_gathers()
     }
 
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself

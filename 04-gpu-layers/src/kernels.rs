@@ -15,6 +15,7 @@ use crate::{LayersError, wgsl};
 const COMMON: &str = include_str!("../shaders/common.wgsl");
 const SOFTMAX_ROW: &str = include_str!("../shaders/softmax_row.wgsl");
 const LOSS: &str = include_str!("../shaders/loss.wgsl");
+const OUTPUT_ROWS: &str = include_str!("../shaders/output_rows.wgsl");
 
 /// One kernel of `shaders/`, named like its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,6 +31,10 @@ pub enum KernelId {
     /// `linear_forward` reading its batch from byte images itself (`forward_input_gather.wgsl`).
     LinearForwardGather,
     OutputLayer,
+    /// `linear_forward` and `output_layer` in one dispatch (`forward_output.wgsl`).
+    ForwardOutput,
+    /// `forward_output` gathering its batch from byte images (`forward_input_gather.wgsl`).
+    ForwardOutputGather,
     LinearBackwardInput,
     LinearUpdate,
     ActivationCopyForward,
@@ -41,7 +46,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 17] = [
+    pub const ALL: [KernelId; 19] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -52,6 +57,8 @@ impl KernelId {
         KernelId::LinearForward,
         KernelId::LinearForwardGather,
         KernelId::OutputLayer,
+        KernelId::ForwardOutput,
+        KernelId::ForwardOutputGather,
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
         KernelId::ActivationCopyForward,
@@ -73,6 +80,8 @@ impl KernelId {
             KernelId::LinearForward => "linear_forward",
             KernelId::LinearForwardGather => "linear_forward (gathering)",
             KernelId::OutputLayer => "output_layer",
+            KernelId::ForwardOutput => "forward_output",
+            KernelId::ForwardOutputGather => "forward_output (gathering)",
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
             KernelId::ActivationCopyForward => "activation_copy_forward",
@@ -99,10 +108,32 @@ impl KernelId {
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_RPW", tiles.output_rows),
+                ("OUT_SLICES", tiles.output_wg),
                 ("OUT_Z_SHARED", wgsl::OUTPUT_Z_SHARED),
                 ("W_SHARED", fit.output_w_shared),
                 ("H_SHARED", fit.output_h_shared),
             ],
+            KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
+                let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);
+                let mut c = vec![
+                    ("TN", tn),
+                    ("CB", cb),
+                    ("KS", ks),
+                    ("TR", tr),
+                    ("U", tiles.forward_u),
+                    ("SCRATCH", ks * tr * tn * cb),
+                    ("OUT_WG", tn * ks),
+                    // A logit's k loop split at most 16 ways: more slices would make the
+                    // serial sum of their partials the longer chain.
+                    ("OUT_SLICES", 16),
+                    ("OUT_Z_SHARED", tr * wgsl::MERGED_MAX_CLASSES),
+                    ("W_SHARED", wgsl::MERGED_W_SHARED),
+                ];
+                if self == KernelId::ForwardOutputGather {
+                    c.push(("X_SHARED", wgsl::MERGED_X_SHARED));
+                }
+                c
+            }
             KernelId::LinearUpdate => {
                 vec![("T", wgsl::LINEAR_UPDATE_T), ("UPD_R", wgsl::LINEAR_UPDATE_R), ("UPD_RS", tiles.update_slices)]
             }
@@ -128,6 +159,9 @@ impl KernelId {
                 ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl"))
             }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
+            KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
+                ("shaders/forward_output.wgsl", include_str!("../shaders/forward_output.wgsl"))
+            }
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
             }
@@ -144,15 +178,21 @@ impl KernelId {
         };
         let mut files = vec![("shaders/common.wgsl", COMMON)];
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
-        if matches!(self, KernelId::SoftmaxCe | KernelId::OutputLayer | KernelId::Mse) {
+        let output = matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather);
+        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse) {
             files.push(("shaders/loss.wgsl", LOSS));
+        }
+        if output {
+            files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }
         match self {
-            KernelId::LinearForward => files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl"))),
-            KernelId::LinearForwardGather => {
+            KernelId::LinearForward | KernelId::ForwardOutput => {
+                files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl")))
+            }
+            KernelId::LinearForwardGather | KernelId::ForwardOutputGather => {
                 files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
             }
             _ => {}
@@ -266,7 +306,11 @@ impl Kernels {
         let fit = wgsl::DeviceFit::for_limits(&ctx.limits);
         let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
-        let layout = (id == KernelId::LinearForwardGather).then(|| gather_layout(ctx));
+        let layout = match id {
+            KernelId::LinearForwardGather => Some(gather_layout(ctx, false)),
+            KernelId::ForwardOutputGather => Some(gather_layout(ctx, true)),
+            _ => None,
+        };
         let pipeline = build_pipeline(ctx, id.name(), &id.source(&tiles, fit), self.bounds_checks, layout.as_ref())?;
         cache.insert(id, pipeline.clone());
         Ok(pipeline)
@@ -321,8 +365,9 @@ fn build_pipeline(
 
 /// The gathering forward's layout, spelled out because its `slot` uniform (binding 7) has a
 /// dynamic offset, which a layout derived from the shader never has. Bindings as in
-/// `linear_forward.wgsl` and `forward_input_gather.wgsl`.
-fn gather_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
+/// `linear_forward.wgsl` and `forward_input_gather.wgsl`; with `output`, also the output
+/// layer's of `forward_output.wgsl` (11-14).
+fn gather_layout(ctx: &GpuContext, output: bool) -> wgpu::PipelineLayout {
     use wgpu::BufferBindingType::{Storage, Uniform};
     let entry = |binding: u32, ty: wgpu::BufferBindingType, dynamic: bool| wgpu::BindGroupLayoutEntry {
         binding,
@@ -332,20 +377,29 @@ fn gather_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
     };
     let read = Storage { read_only: true };
     let write = Storage { read_only: false };
+    let mut entries = vec![
+        entry(0, read, false),  // images
+        entry(1, read, false),  // params
+        entry(2, write, false), // y
+        entry(3, Uniform, false),
+        entry(4, Uniform, false),
+        entry(5, read, false), // label bytes
+        entry(6, read, false), // order
+        entry(7, Uniform, true),
+        entry(8, write, false), // x_out
+        entry(9, write, false), // labels_out
+    ];
+    if output {
+        entries.extend([
+            entry(11, read, false),  // out_params
+            entry(12, write, false), // out
+            entry(13, write, false), // dh
+            entry(14, write, false), // counters
+        ]);
+    }
     let group = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("linear_forward (gathering)"),
-        entries: &[
-            entry(0, read, false),  // images
-            entry(1, read, false),  // params
-            entry(2, write, false), // y
-            entry(3, Uniform, false),
-            entry(4, Uniform, false),
-            entry(5, read, false), // label bytes
-            entry(6, read, false), // order
-            entry(7, Uniform, true),
-            entry(8, write, false), // x_out
-            entry(9, write, false), // labels_out
-        ],
+        entries: &entries,
     });
     ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some("linear_forward (gathering)"),

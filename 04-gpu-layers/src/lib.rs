@@ -40,7 +40,7 @@
 //! // One command encoder, one compute pass, one submit (common's `submit_pass`):
 //! ctx.submit_pass("train", |pass| {
 //!     for _ in 0..10 {
-//!         trainer.record_step(pass);        // 3 dispatches, no CPU work, no read-back
+//!         trainer.record_step(pass);        // 2 dispatches, no CPU work, no read-back
 //!     }
 //! });
 //! let m = trainer.take_metrics(&ctx)?;       // the only read-back
@@ -69,7 +69,7 @@ pub use buffers::{Allocations, BufferManager};
 pub use cpu_tape::CpuTape;
 pub use cpu_trainer::CpuTrainer;
 pub use error::LayersError;
-pub use gpu_tape::{GpuTape, TapeId};
+pub use gpu_tape::{GpuTape, TapeId, plan};
 pub use gpu_trainer::{ByteImages, Gathered, GpuTrainer, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
 pub use gpu_matmul::Precision;
 pub use kernels::{KernelId, Kernels};

@@ -354,11 +354,11 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         // Where the time goes: each dispatch of the step alone, `steps` times in one pass.
         let (tape, train) = gpu.tape();
         let mut parts = Vec::new();
-        for (i, op) in gpu.network().train.iter().enumerate() {
+        for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
             let mut t: Vec<f64> = (0..reps.min(3))
-                .map(|_| timer.time_pass(ctx, op.kernel_name(), |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+                .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
                 .collect::<Result<_, _>>()?;
-            parts.push(format!("{} {:.2}", op.kernel_name(), median(&mut t) * 1e6 / steps as f64));
+            parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
         }
         let m = gpu.take_metrics(ctx)?;
         if gpu.allocations() != before {

@@ -357,6 +357,13 @@ impl Network {
         Ok(net)
     }
 
+    /// Whether the training tape's first op can gather its batch from byte images itself (see
+    /// `GpuTrainer::add_gathered`): a fused `linear_forward` of the input (a hidden layer, not
+    /// routed through stage 03's matmul).
+    pub fn first_op_gathers(&self) -> bool {
+        matches!(self.train.first(), Some(Op::LinearForward { x, .. }) if x.tensor == self.input)
+    }
+
     /// Why the fused kernels cannot run `spec` (None when they can): they implement linear
     /// layers with exactly one ReLU, tanh or sigmoid between two of them, and softmax
     /// cross-entropy.

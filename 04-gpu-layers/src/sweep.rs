@@ -4,7 +4,7 @@
 //!    `--steps` times back to back, each depending on the one before. No step of d dependent
 //!    dispatches can take less than d times this.
 //! 2. Every variant of [`FusedTiles::sweep`] (the default with ONE tile size changed): each of
-//!    the step's three dispatches alone (`--steps` copies of it in one pass, GPU timestamps
+//!    the step's dispatches alone (`--steps` copies of it in one pass, GPU timestamps
 //!    around the pass) and the whole step (`--steps` steps in one pass). Each variant is first
 //!    checked against the CPU: one step, same weights.
 //! 3. The default step with a timestamp after every dispatch (where the adapter can write
@@ -64,8 +64,8 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let opt = Optimizer::sgd(0.1, 0.0);
     println!(
-        "{:>18} | {:>14} {:>12} {:>13} | {:>9} | tiles (forward TN KS TR U, output WG rows, update slices)",
-        "variant", "linear_forward", "output_layer", "linear_update", "us/step"
+        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update slices; merged TN CB KS TR)",
+        "variant", "us/step"
     );
     let mut default_kernels = None;
     for (what, tiles) in FusedTiles::sweep() {
@@ -93,12 +93,12 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             .collect::<Result<_, _>>()?;
         let step = per_dispatch(median(&mut t), steps);
         gpu.take_metrics(ctx)?;
-        let t = tiles;
+        let t = tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
+        let parts: Vec<String> = tape.dispatch_names(train).iter().zip(&alone).map(|(n, us)| format!("{n} {us:.2}")).collect();
+        let merged = if t.merge { format!("{} {} {} {}", t.merged_tn, t.merged_cb, t.merged_ks, t.merged_tr) } else { "off".into() };
         println!(
-            "{what:>18} | {:>14.2} {:>12.2} {:>13.2} | {step:>9.2} | {} {} {} {}, {} {}, {}",
-            alone[0],
-            alone[1],
-            alone[2],
+            "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {}; {merged}",
+            parts.join(", "),
             t.forward_tn,
             t.forward_ks,
             t.forward_tr,
@@ -227,13 +227,8 @@ fn in_step(
         }
     }
     gpu.take_metrics(ctx)?;
-    let parts: Vec<String> = gpu
-        .network()
-        .train
-        .iter()
-        .zip(per.iter_mut())
-        .map(|(op, t)| format!("{} {:.2}", op.kernel_name(), median(t)))
-        .collect();
+    let parts: Vec<String> =
+        tape.dispatch_names(train).iter().zip(per.iter_mut()).map(|(name, t)| format!("{name} {:.2}", median(t))).collect();
     println!("   inside the default step, {}, {steps} steps: us per dispatch {}", opt.describe(), parts.join(", "));
     Ok(())
 }

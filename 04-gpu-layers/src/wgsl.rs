@@ -40,6 +40,17 @@ pub const LINEAR_UPDATE_R: u32 = 64;
 /// takes at most `OUT_Z_SHARED / classes` rows.
 pub const OUTPUT_Z_SHARED: u32 = MAX_CLASSES as u32;
 
+/// `forward_output`: the most classes it merges (its logits take `TR x MERGED_MAX_CLASSES`
+/// floats of workgroup memory).
+pub const MERGED_MAX_CLASSES: u32 = 32;
+/// `forward_output`: floats of the output layer's `[W; b]` it stages (WGSL `W_SHARED`; MNIST's
+/// 129 x 10 = 1,290 fit); a larger output layer reads its weights from memory.
+pub const MERGED_W_SHARED: u32 = 1536;
+/// `forward_output`, gathering: floats of input rows it stages (WGSL `X_SHARED`; 2 x 784 fit).
+/// With the defaults the kernel then needs 32,016 bytes of workgroup memory, within the 32 KiB
+/// of lavapipe (the CI machine's adapter), so the tests run it there.
+pub const MERGED_X_SHARED: u32 = 2048;
+
 /// The tile sizes of the three fused kernels, written into their preludes. `Kernels::new` uses
 /// [`FusedTiles::DEFAULT`], the fastest combination `gpu-layers --sweep` measured on the H200 for
 /// the MNIST step; `Kernels::with_tiles` takes others (the sweep, the tests).
@@ -59,6 +70,18 @@ pub struct FusedTiles {
     pub output_rows: u32,
     /// `linear_update`: slices of the batch per workgroup, 64 invocations each (`UPD_RS`).
     pub update_slices: u32,
+    /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
+    /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
+    pub merge: bool,
+    /// `forward_output`: columns per block (WGSL `TN`, `workgroup_size.x`); each invocation
+    /// takes `merged_cb` blocks, so a hidden layer of up to `merged_tn x merged_cb` is merged.
+    pub merged_tn: u32,
+    /// `forward_output`: column blocks per invocation (`CB`).
+    pub merged_cb: u32,
+    /// `forward_output`: slices of the k loop (`KS`, `workgroup_size.y`).
+    pub merged_ks: u32,
+    /// `forward_output`: rows per workgroup (`TR`); it uses `forward_u` loads in flight.
+    pub merged_tr: u32,
 }
 
 impl FusedTiles {
@@ -75,6 +98,11 @@ impl FusedTiles {
         output_wg: 256,
         output_rows: 1,
         update_slices: 4,
+        merge: true,
+        merged_tn: 64,
+        merged_cb: 2,
+        merged_ks: 16,
+        merged_tr: 2,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], with 4 forward
@@ -117,6 +145,11 @@ impl FusedTiles {
         for v in [1, 2] {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
+        add("not merged".into(), FusedTiles { merge: false, ..d });
+        add("merged TN 128 CB 1 KS 8".into(), FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d });
+        add("merged TN 32 CB 4".into(), FusedTiles { merged_tn: 32, merged_cb: 4, ..d });
+        add("merged KS 8".into(), FusedTiles { merged_ks: 8, ..d });
+        add("merged TR 1".into(), FusedTiles { merged_tr: 1, ..d });
         out
     }
 
@@ -136,7 +169,38 @@ impl FusedTiles {
         while 64 * t.update_slices > max_invocations && t.update_slices > 1 {
             t.update_slices /= 2;
         }
+        while t.merged_tn * t.merged_ks > max_invocations && t.merged_ks > 1 {
+            t.merged_ks /= 2;
+        }
         t
+    }
+
+    /// Whether a `LinearForward` to `hidden` columns and the `OutputLayer` of `classes` on top
+    /// of it run merged as `forward_output` on a device with `limits`, `gather` when the
+    /// forward gathers its batch: the tiles say so, the layer fits the workgroup
+    /// (`hidden <= merged_tn x merged_cb`, `classes <= MERGED_MAX_CLASSES`), and the device
+    /// allows its invocations, workgroup memory and storage buffers ([`FusedTiles::merged_needs`]).
+    pub fn merges(&self, hidden: usize, classes: usize, gather: bool, limits: &wgpu::Limits) -> bool {
+        let t = self.fitted(limits.max_compute_invocations_per_workgroup);
+        let needs = t.merged_needs(gather);
+        t.merge
+            && hidden <= (t.merged_tn * t.merged_cb) as usize
+            && classes <= MERGED_MAX_CLASSES as usize
+            && needs.invocations <= limits.max_compute_invocations_per_workgroup
+            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+            && needs.storage_buffers <= limits.max_storage_buffers_per_shader_stage
+    }
+
+    /// What `forward_output` with these tiles needs of a device (a test checks it against naga's
+    /// count of the compiled kernel): `TN x KS` invocations; workgroup memory for the partial
+    /// sums `[KS][TR][TN x CB]`, h `[TR][TN x CB]`, `[W2; b2]` (`MERGED_W_SHARED`), the logits
+    /// `[TR][MERGED_MAX_CLASSES]` and two floats per row, plus the staged input rows
+    /// (`MERGED_X_SHARED`) when gathering; 8 storage buffers, 11 when gathering.
+    pub fn merged_needs(&self, gather: bool) -> Needs {
+        let (tn, cb, ks, tr) = (self.merged_tn, self.merged_cb, self.merged_ks, self.merged_tr);
+        let floats = ks * tr * tn * cb + tr * tn * cb + MERGED_W_SHARED + tr * MERGED_MAX_CLASSES + 2 * tr;
+        let x = if gather { MERGED_X_SHARED } else { 0 };
+        Needs { invocations: tn * ks, workgroup_bytes: 4 * (floats + x), storage_buffers: if gather { 11 } else { 8 } }
     }
 
     /// Errors unless every kernel can be built with these sizes (`max_invocations`: the
@@ -153,6 +217,9 @@ impl FusedTiles {
         }
         if t.output_rows == 0 || t.output_rows > t.output_wg {
             return fail("output_layer needs 1 <= rows <= invocations".into());
+        }
+        if t.merged_tn == 0 || t.merged_ks == 0 || !(1..=8).contains(&t.merged_cb) || !(1..=16).contains(&t.merged_tr) {
+            return fail("forward_output needs TN, KS >= 1, 1 <= CB <= 8, 1 <= TR <= 16".into());
         }
         for (name, n) in [
             ("linear_forward", t.forward_tn * t.forward_ks),
@@ -361,6 +428,21 @@ pub(crate) struct OutputLayerParams {
     pub _pad: [u32; 3],
 }
 
+/// `forward_output.wgsl`: the output layer's fields as in [`OutputLayerParams`] (h's width,
+/// classes, a `MODE_*` code, the `ACT_*` code for dh), then the hidden layer's: x's width and
+/// its activation.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct ForwardOutputParams {
+    pub inputs: u32,
+    pub classes: u32,
+    pub mode: u32,
+    pub hidden_act: u32,
+    pub x_inputs: u32,
+    pub act: u32,
+    pub _pad: [u32; 2],
+}
+
 /// `Opt` (`common.wgsl`), read by `sgd.wgsl`, `adam.wgsl` and (inside [`Update`])
 /// `linear_update.wgsl`. Its `lr` sits at byte [`Opt::LR_OFFSET`].
 #[repr(C)]
@@ -452,7 +534,7 @@ pub(crate) struct MseParams {
 
 /// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 14] = [
+pub(crate) const UNIFORMS: [(&str, usize); 15] = [
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
     ("ActivationParams", size_of::<ActivationParams>()),
@@ -460,6 +542,7 @@ pub(crate) const UNIFORMS: [(&str, usize); 14] = [
     ("ColumnSumParams", size_of::<ColumnSumParams>()),
     ("LinearParams", size_of::<LinearParams>()),
     ("OutputLayerParams", size_of::<OutputLayerParams>()),
+    ("ForwardOutputParams", size_of::<ForwardOutputParams>()),
     ("Opt", size_of::<Opt>()),
     ("LayerShape", size_of::<LayerShape>()),
     ("Update", size_of::<Update>()),
@@ -527,7 +610,8 @@ mod tests {
         };
         for (fit, limit) in [(DeviceFit::WEBGPU_DEFAULTS, webgpu), (DeviceFit::LARGE, DeviceFit::LARGE_NEEDS)] {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
-            for id in KernelId::ALL {
+            // The merged forward_output runs only where FusedTiles::merges allows it (below).
+            for id in KernelId::ALL.into_iter().filter(|id| !id.name().starts_with("forward_output")) {
                 let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
                 let n = needs(&compile(id.name(), &id.source(&tiles, fit)));
                 assert!(n.invocations <= limit.invocations, "{} with {fit:?}: {n:?}", id.name());
@@ -556,6 +640,34 @@ mod tests {
         assert_eq!((fit.output_w_shared, fit.forward_x_shared, fit.linear_update_pairs), (4096, 4096, false));
         let webgpu_tiles = FusedTiles::DEFAULT.fitted(256);
         assert_eq!((webgpu_tiles.forward_ks, webgpu_tiles.output_wg, webgpu_tiles.update_slices), (8, 256, 4));
+    }
+
+    #[test]
+    fn merged_needs_say_what_forward_output_needs_and_lavapipe_runs_it() {
+        for (what, tiles) in FusedTiles::sweep() {
+            for (id, gather) in [(KernelId::ForwardOutput, false), (KernelId::ForwardOutputGather, true)] {
+                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+                assert_eq!(n, tiles.merged_needs(gather), "{} with {what}", id.name());
+            }
+        }
+        // The CI machine's adapter (lavapipe: 1,024 invocations, 32 KiB) merges MNIST's
+        // 784-128-10 with the defaults, plain or gathering. WebGPU's defaults (256 invocations,
+        // 16 KiB, 8 storage buffers) merge only the plain form, its k loop split 4 ways instead
+        // of 16: gathering needs 11 buffers. A hidden layer wider than the workgroup's columns,
+        // or more than 32 classes, is never merged.
+        let defaults = wgpu::Limits::defaults();
+        let lavapipe = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 1024,
+            max_compute_workgroup_storage_size: 32768,
+            max_storage_buffers_per_shader_stage: 1 << 20,
+            ..defaults.clone()
+        };
+        let d = FusedTiles::DEFAULT;
+        assert!(d.merges(128, 10, true, &lavapipe) && d.merges(128, 10, false, &lavapipe));
+        assert!(!d.merges(129, 10, false, &lavapipe) && !d.merges(128, 33, false, &lavapipe));
+        assert!(!d.merges(128, 10, true, &defaults) && d.merges(128, 10, false, &defaults));
+        assert_eq!(d.fitted(256).merged_ks, 4);
+        assert!(!FusedTiles { merge: false, ..d }.merges(128, 10, false, &lavapipe));
     }
 
     #[test]

@@ -46,11 +46,12 @@ impl Case {
     /// (capacity `max_batch`), and compares every tensor: live rows within `tol`, rows past
     /// the batch exactly as they were.
     fn check(&self, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) {
-        self.check_with(kernels(), ops, max_batch, batch, tol)
+        self.check_with(kernels(), ops, max_batch, batch, tol);
     }
 
-    /// [`Case::check`] with the given kernels (other tile sizes).
-    fn check_with(&self, kernels: &std::sync::Arc<Kernels>, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) {
+    /// [`Case::check`] with the given kernels (other tile sizes); returns the dispatches the
+    /// GPU tape made of `ops`.
+    fn check_with(&self, kernels: &std::sync::Arc<Kernels>, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) -> usize {
         let ctx = test_context();
         let mut rng = rand::rngs::StdRng::seed_from_u64(max_batch as u64 * 1000 + batch as u64);
         let mut cpu = CpuTape::new(&self.tensors, max_batch).unwrap();
@@ -119,6 +120,7 @@ impl Case {
                 }
             }
         }
+        gpu.dispatches(tape)
     }
 }
 
@@ -476,6 +478,53 @@ fn output_layer_fused_every_mode() {
     }
 }
 
+/// A hidden layer and the output layer on top of it: `[LinearForward, OutputLayer]`, which the
+/// GPU tape runs as one `forward_output` dispatch where the shapes allow.
+fn forward_then_output(c: &mut Case, (i, hidden, classes): (usize, usize, usize), act: Option<Activation>, mode: Mode) -> [Op; 2] {
+    c.label_range = classes as u32;
+    let x = c.tensor("x", Dim::Batch, i, Elem::F32);
+    let p1 = c.tensor("params1", Dim::Fixed(i + 1), hidden, Elem::F32);
+    let h = c.output("h", Dim::Batch, hidden);
+    let p2 = c.tensor("params2", Dim::Fixed(hidden + 1), classes, Elem::F32);
+    let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
+    let out = c.output("out", Dim::Batch, classes);
+    let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+    // dh only in training, with the hidden layer's activation (as the networks build it).
+    let dh = match (mode, act) {
+        (Mode::Train, Some(a)) => {
+            let t = c.output("dh", Dim::Batch, hidden);
+            Some((c.view(t), a))
+        }
+        _ => None,
+    };
+    [
+        Op::LinearForward { x: c.view(x), params: p1, y: c.view(h), act },
+        Op::OutputLayer { h: c.view(h), params: p2, labels, out: c.view(out), dh, counters, mode },
+    ]
+}
+
+#[test]
+fn forward_output_merged_every_mode() {
+    for (mb, b) in BATCHES {
+        for shape in [(1, 1, 2), (17, 63, 10), (65, 128, 17), (257, 65, 32), (784, 128, 10), (63, 17, 3)] {
+            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
+                    let mut c = Case::new();
+                    let ops = forward_then_output(&mut c, shape, act, mode);
+                    let dispatches = c.check_with(kernels(), &ops, mb, b, tol(shape.0.max(shape.1)));
+                    assert_eq!(dispatches, 1, "{shape:?} {mode:?} {act:?}: the pair should run merged on this adapter");
+                }
+            }
+        }
+    }
+    // Too wide a hidden layer (or too many classes) for one workgroup: two dispatches, same results.
+    for shape in [(17, 129, 10), (17, 63, 33)] {
+        let mut c = Case::new();
+        let ops = forward_then_output(&mut c, shape, Some(Activation::Relu), Mode::Train);
+        assert_eq!(c.check_with(kernels(), &ops, 65, 63, tol(129)), 2, "{shape:?}");
+    }
+}
+
 #[test]
 fn fused_kernels_with_every_tile_size_the_sweep_times() {
     // A short-batch case and MNIST-like widths, for each variant of `gpu-layers --sweep`.
@@ -529,6 +578,11 @@ fn fused_kernels_with_every_tile_size_the_sweep_times() {
                 let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
                 c.check_with(&kernels, &[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
             }
+            let mut c = Case::new();
+            let ops = forward_then_output(&mut c, (129, 100, 10), Some(Activation::Relu), Mode::Train);
+            let dispatches = c.check_with(&kernels, &ops, mb, b, tol(129));
+            assert_eq!(dispatches, if tiles.merge { 1 } else { 2 }, "{what}");
+
             eprintln!("{what}: ok");
         }
     }

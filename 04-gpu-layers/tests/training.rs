@@ -156,7 +156,11 @@ fn dropout_is_off_at_evaluation_and_prediction() {
     let (a, b) = (&results[0], &results[1]);
     assert_eq!((a.0, a.1), (b.0, b.1), "metrics with and without dropout layers");
     common::assert_same(&a.2.data, &b.2.data);
-    common::assert_same(&a.3.data, &b.3.data);
+    // On the CPU the two networks take different code: with dropout layers the composed twins
+    // of cpu.rs, without them the fused ops of cpu_fast.rs, whose AVX-512 register tiles sum in
+    // another order: 1 ulp on 47 of 85 probabilities on an AVX-512 Xeon, where this test used to
+    // compare bits. Dropout left on at p = 0.5 would change them by far more.
+    common::assert_close(&a.3.data, &b.3.data, 1e-6, 1e-7);
 }
 
 /// The XOR demo with the loss of the original devlog: mean squared error on sigmoid outputs.

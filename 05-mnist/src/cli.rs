@@ -278,7 +278,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     }
     if let Device::Gpu(_) = &selected.device {
         match Network::fused_blocker(&spec) {
-            None => println!("GPU tapes: the fused kernels (3 dispatches per step for one hidden layer)"),
+            None => println!("GPU tapes: the fused kernels"),
             Some(why) => println!("GPU tapes: composed ops, because {why}"),
         }
     }
@@ -314,7 +314,10 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     let mut batches_per_epoch = 0;
     let mut epoch_model = None;
     let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
-        Event::EpochStart { epoch, batches, lr, .. } => {
+        Event::EpochStart { epoch, batches, lr, step_kernels, .. } => {
+            if epoch == 1 && !step_kernels.is_empty() {
+                println!("GPU step: {} dispatches ({})", step_kernels.len(), step_kernels.join(", "));
+            }
             batches_per_epoch = batches;
             bar = Some(new_bar(batches as u64, format!("epoch {epoch}/{epochs} lr {lr:.4}")));
         }

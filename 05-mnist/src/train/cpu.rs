@@ -47,7 +47,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         }
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
         net.set_learning_rate(lr)?;
-        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr, step_kernels: &[] });
         let order = shuffled_order(n, cfg.seed, epoch);
         let start = Instant::now();
         let mut last_report = start;

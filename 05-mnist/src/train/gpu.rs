@@ -3,8 +3,9 @@
 //! the stop flag checked after every submission.
 //!
 //! A step is stage 04's training step with its first layer's forward gathering the batch from
-//! the bytes on the device itself (`GpuTrainer::record_gathered_step`): three dispatches for
-//! 784-128-10. A network whose first op cannot gather (no hidden layer, a first layer routed
+//! the bytes on the device itself (`GpuTrainer::record_gathered_step`): two dispatches for
+//! 784-128-10 where stage 04 merges the forward and the output layer (`forward_output`), three
+//! where it does not. A network whose first op cannot gather (no hidden layer, a first layer routed
 //! through stage 03's matmul, or the composed tapes) records our gather kernel and then
 //! `record_step` instead.
 //!
@@ -61,6 +62,15 @@ impl<'a> GpuRun<'a> {
             None
         };
         Ok(Self { ctx, trainer, kernel, train, test, gathered, batch })
+    }
+
+    /// The dispatches of one training step, by kernel: the gathering tape's, or the gather
+    /// kernel's and then the plain step's.
+    pub(super) fn step_kernels(&self) -> Vec<&'static str> {
+        match self.gathered {
+            Some((g, _)) => self.trainer.step_kernels(Some(g)),
+            None => std::iter::once("gather").chain(self.trainer.step_kernels(None)).collect(),
+        }
     }
 
     /// Records steps `steps` of `batches` (all of them full batches, or a single short one
@@ -143,6 +153,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
     let batch = run.batch;
     let n = run.train.len();
     let batches = run.train.steps();
+    let step_kernels = run.step_kernels();
     let mut history = Vec::new();
     let parameters = async |run: &GpuRun<'_>| -> Result<Model> {
         Ok(Model::new(spec.clone(), run.trainer.parameters_async(ctx).await?)?.with_dataset(data.kind))
@@ -154,7 +165,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         }
         let lr = cfg.schedule.lr(cfg.lr(), epoch, cfg.epochs);
         run.trainer.set_learning_rate(ctx, lr)?;
-        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr });
+        on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr, step_kernels: &step_kernels });
         // The order and the rate are queue writes: they land before the epoch's first submit.
         run.train.set_order(ctx, &shuffled_order(n, cfg.seed, epoch))?;
         let start = Instant::now();

@@ -64,8 +64,9 @@ pub const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// What a run reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event<'a> {
-    /// An epoch (1-based) begins: `batches` steps over `images` images at learning rate `lr`.
-    EpochStart { epoch: usize, epochs: usize, batches: usize, images: usize, lr: f32 },
+    /// An epoch (1-based) begins: `batches` steps over `images` images at learning rate `lr`;
+    /// on the GPU, `step_kernels` names the dispatches of one training step (empty on the CPU).
+    EpochStart { epoch: usize, epochs: usize, batches: usize, images: usize, lr: f32, step_kernels: &'a [&'static str] },
     Progress(Progress),
     /// An epoch ended and was evaluated on the test set.
     EpochEnd(&'a EpochMetrics),

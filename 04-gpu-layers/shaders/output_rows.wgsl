@@ -1,0 +1,178 @@
+// output_rows.wgsl: the output layer's work on a workgroup's rows, once their hidden values
+// can be read: logits z = h W + b, softmax + cross-entropy (loss/correct/rows into the counters),
+// dL/dz into `out`, and dh = (dL/dz W^T) * act'(h) for the layer below. Shared by two kernels:
+// output_layer.wgsl, which reads h from memory, and forward_output.wgsl, which computes h in the
+// same workgroup a moment before (one dispatch fewer per step).
+//
+// The including kernel declares: the uniform `p` with fields `inputs` (h's width), `classes`,
+// `mode`, `hidden_act`; `out_params` ([(inputs + 1), classes]: W, then b), `out`, `dh`,
+// `counters`, `batch`; the workgroup arrays `w_sh` [W_SHARED], `z_sh` [OUT_Z_SHARED],
+// `scratch` [>= OUT_WG], `row_max` and `row_total` [rows per workgroup]; the constants OUT_WG
+// (invocations) and OUT_SLICES (most k-slices of a logit); and two functions:
+// `hidden(staged, local_row, row, k) -> f32` (h[row, k]) and `row_label(row) -> u32`.
+//
+// Numerically stable, as in softmax_row.wgsl: with m = max_c z_c,
+//     p_c = exp(z_c - m) / sum_c' exp(z_c' - m),  loss = log(sum_c' exp(z_c' - m)) + m - z_label,
+//     dL/dz_c = (p_c - [c == label]) / batch.
+
+// Reads [W; b] through workgroup memory when staged (`staged` is the same for the whole dispatch).
+fn weight(staged: bool, i: u32) -> f32 {
+    if staged {
+        return w_sh[i];
+    }
+    return out_params[i];
+}
+
+// Rows row0 .. row0 + rows_here of the batch, `rpw` rows per workgroup (OUT_WG / rpw invocations
+// per row), `lid` this invocation's index. Every barrier is reached by the whole workgroup.
+fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_staged: bool) {
+    let k_len = p.inputs;
+    let classes = p.classes;
+    let per_row = OUT_WG / rpw; // invocations per row
+    let lr = lid / per_row;     // this invocation's row in the group (>= rows_here: idle)
+    let t = lid % per_row;      // its place in the row
+    let row = row0 + lr;
+    let live = lr < rows_here;
+    var label = 0u;
+    if live && p.mode != MODE_PREDICT {
+        label = row_label(row); // issued now, used much later
+    }
+
+    // 1. Logits. With few classes, split k too: the row's invocations form `slices` groups of
+    //    `classes`, each summing every slices-th k (ten classes, 64 invocations: 6 slices).
+    let small = classes <= per_row;
+    if small {
+        let slices = min(per_row / classes, OUT_SLICES);
+        let c = t % classes;
+        let s = t / classes;
+        var acc = 0.0;
+        if live && s < slices {
+            for (var k = s; k < k_len; k += slices) {
+                acc += hidden(h_staged, lr, row, k) * weight(w_staged, k * classes + c);
+            }
+        }
+        scratch[lid] = acc;
+    }
+    workgroupBarrier();
+    if live {
+        if small {
+            if t < classes {
+                var z = weight(w_staged, k_len * classes + t);
+                for (var s = 0u; s < min(per_row / classes, OUT_SLICES); s++) {
+                    z += scratch[lr * per_row + s * classes + t];
+                }
+                z_sh[lr * classes + t] = z;
+            }
+        } else {
+            for (var c = t; c < classes; c += per_row) {
+                var z = weight(w_staged, k_len * classes + c);
+                for (var k = 0u; k < k_len; k++) {
+                    z += hidden(h_staged, lr, row, k) * weight(w_staged, k * classes + c);
+                }
+                z_sh[lr * classes + c] = z;
+            }
+        }
+    }
+    workgroupBarrier();
+
+    // 2. Softmax cross-entropy. One invocation per row finds the max and argmax (first maximum
+    //    wins, as on the CPU) and the label's logit, and adds the row to the counters once the
+    //    sum is known; the exponentials and the division are spread over the row.
+    let zr = lr * classes;
+    let label_ok = label < classes;
+    var z_label = 0.0;
+    var arg = 0u;
+    if live && t == 0u {
+        var m = z_sh[zr];
+        for (var c = 1u; c < classes; c++) {
+            let z = z_sh[zr + c];
+            if z > m {
+                m = z;
+                arg = c;
+            }
+        }
+        row_max[lr] = m;
+        if label_ok {
+            z_label = z_sh[zr + label];
+        }
+    }
+    workgroupBarrier();
+    if live {
+        let m = row_max[lr];
+        for (var c = t; c < classes; c += per_row) {
+            z_sh[zr + c] = exp(z_sh[zr + c] - m);
+        }
+    }
+    workgroupBarrier();
+    if live && t == 0u {
+        var total = 0.0;
+        for (var c = 0u; c < classes; c++) {
+            total += z_sh[zr + c];
+        }
+        row_total[lr] = total;
+        if p.mode != MODE_PREDICT {
+            atomicAdd(&counters[COUNTER_ROWS], 1u);
+            if label_ok {
+                add_loss(log(total) + row_max[lr] - z_label);
+                if arg == label {
+                    atomicAdd(&counters[COUNTER_CORRECT], 1u);
+                }
+            } else {
+                atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
+            }
+            // The step Adam's bias correction reads: counted once per training step.
+            if p.mode == MODE_TRAIN && row == 0u {
+                atomicAdd(&counters[COUNTER_STEP], 1u);
+            }
+        }
+    }
+    workgroupBarrier();
+    if live {
+        let total = row_total[lr];
+        for (var c = t; c < classes; c += per_row) {
+            let prob = z_sh[zr + c] / total;
+            var v = prob;
+            if p.mode == MODE_TRAIN {
+                // A row with a bad label contributes nothing (and was counted above).
+                v = select(0.0, (prob - select(0.0, 1.0, c == label)) * batch.inv_rows, label_ok);
+            }
+            z_sh[zr + c] = v;
+            out[row * classes + c] = v;
+        }
+    }
+    workgroupBarrier();
+
+    // 3. Backpropagate into the layer below, straight from workgroup memory.
+    if live && p.mode == MODE_TRAIN && p.hidden_act != ACT_NONE {
+        for (var k = t; k < k_len; k += per_row) {
+            var g = 0.0;
+            for (var c = 0u; c < classes; c++) {
+                g += z_sh[zr + c] * weight(w_staged, k * classes + c);
+            }
+            dh[row * k_len + k] = g * activate_grad(hidden(h_staged, lr, row, k), p.hidden_act);
+        }
+    }
+}
+
+// w_sh[i] = out_params[i] for i in [0, len), by all OUT_WG invocations, eight loads in flight each
+// before the stores (MNIST's 1,290 floats: one round).
+fn stage_weights(lid: u32, len: u32) {
+    var i = lid;
+    loop {
+        if i + 7u * OUT_WG >= len {
+            break;
+        }
+        var v: array<f32, 8>;
+        for (var u = 0u; u < 8u; u++) {
+            v[u] = out_params[i + u * OUT_WG];
+        }
+        for (var u = 0u; u < 8u; u++) {
+            w_sh[i + u * OUT_WG] = v[u];
+        }
+        i += 8u * OUT_WG;
+    }
+    for (; i < len; i += OUT_WG) {
+        w_sh[i] = out_params[i];
+    }
+}
+
