@@ -26,6 +26,12 @@
 //    STAGES = 2: double-buffered tiles, one barrier per step (as kernel 05). STAGES = 1: one
 //    buffer and two barriers per step, which leaves room for deeper steps (BK = 64) in the
 //    48 KiB of workgroup memory (the tuner's `s1` tiles; checked by naga, not yet run on a GPU).
+//    STAGES = 0 (the tuner's `direct` tiles; checked by naga, not yet run on a GPU): no tiles
+//    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
+//    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
+//    second set of fragments (na0 .. na3, nb0 .. nb3), so no subgroup waits for another. The
+//    price: a fragment is loaded by every subgroup that uses it (BN / WN of them for an A
+//    fragment), from the caches, where the staged tiles load it once into workgroup memory.
 // 5. The swizzled workgroup order of kernel 07 (GM row bands walked column by column), so
 //    workgroups resident together share tiles in the L2 cache.
 //
@@ -72,7 +78,7 @@ const BK: u32 = 16u;            // 16, 32 or 64: divides PAD_K
 const WM: u32 = 64u;            // rows of C per subgroup (16 FM)
 const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
 const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
-const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2
+const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct loads)
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -92,7 +98,7 @@ const LB: u32 = (B_V8 + THREADS - 1u) / THREADS;
 const A_BUF: u32 = BK * LDA_S;                  // vec4<f16> per buffer of the A tile
 const B_BUF: u32 = BK * LDB_S;
 const B_OFF: u32 = STAGES * A_BUF;              // B's buffers follow A's
-const TILES: u32 = STAGES * (A_BUF + B_BUF);
+const TILES: u32 = max(STAGES * (A_BUF + B_BUF), 1u); // (STAGES = 0: one unused vector)
 
 var<workgroup> tiles: array<vec4<f16>, TILES>;
 var<workgroup> c_stage: array<f32, SUBGROUPS * 256u>; // one 16x16 f32 scratch per subgroup
@@ -234,6 +240,17 @@ fn frag_b(h: u32, q: u32, j: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&tiles[B_OFF + h * B_BUF + q * LDB_S + j / 4u], LDB_S);
 }
 
+// With STAGES = 0: the 16x16 fragment of the copy of op(A) itself at rows i..i+16 of C, k
+// p..p+16 ([k][m], so column-major, rows lda16 vectors apart), straight from global memory.
+fn copy_a(i: u32, p: u32) -> coop_mat16x16<f16, A> {
+    return coopLoad<coop_mat16x16<f16, A>>(&a16[p * dims.lda16 + i / 4u], dims.lda16);
+}
+
+// With STAGES = 0: the fragment of the copy of op(B) at k p..p+16, columns j..j+16 (row-major).
+fn copy_b(p: u32, j: u32) -> coop_mat16x16<f16, B> {
+    return coopLoadT<coop_mat16x16<f16, B>>(&b16[p * dims.ldb16 + j / 4u], dims.ldb16);
+}
+
 // Writes fragment `acc` of C at (i0, j0): straight to memory when the whole workgroup block is
 // inside C, else through this subgroup's 16 x 16 f32 scratch, element by element with bounds
 // tests.
@@ -288,6 +305,8 @@ fn main(
     let inside = row0 < dims.m && col0 < dims.n;
     let wi = (sg / SG_N) * WM;
     let wj = (sg % SG_N) * WN;
+    let i = row0 + wi; // this subgroup's block of C
+    let j = col0 + wj;
 
     var c00 = coop_mat16x16<f32, C>(); var c01 = coop_mat16x16<f32, C>();
     var c02 = coop_mat16x16<f32, C>(); var c03 = coop_mat16x16<f32, C>();
@@ -301,11 +320,26 @@ fn main(
     var a2: coop_mat16x16<f16, A>; var a3: coop_mat16x16<f16, A>;
     var b0: coop_mat16x16<f16, B>; var b1: coop_mat16x16<f16, B>;
     var b2: coop_mat16x16<f16, B>; var b3: coop_mat16x16<f16, B>;
+    // STAGES = 0: the next 16-deep step's fragments, loaded during this step's multiply-adds.
+    var na0: coop_mat16x16<f16, A>; var na1: coop_mat16x16<f16, A>;
+    var na2: coop_mat16x16<f16, A>; var na3: coop_mat16x16<f16, A>;
+    var nb0: coop_mat16x16<f16, B>; var nb1: coop_mat16x16<f16, B>;
+    var nb2: coop_mat16x16<f16, B>; var nb3: coop_mat16x16<f16, B>;
 
     // The copies hold zeros from k up to a multiple of PAD_K, so whole BK steps are safe.
     let steps = select(0u, (dims.k + BK - 1u) / BK, inside);
-    if steps > 0u {
+    if STAGES > 0u && steps > 0u {
         fetch(tid, row0, col0, 0u);
+    }
+    if STAGES == 0u && steps > 0u {
+        na0 = copy_a(i, 0u);
+        if FM > 1u { na1 = copy_a(i + 16u, 0u); }
+        if FM > 2u { na2 = copy_a(i + 32u, 0u); }
+        if FM > 3u { na3 = copy_a(i + 48u, 0u); }
+        nb0 = copy_b(0u, j);
+        if FN > 1u { nb1 = copy_b(0u, j + 16u); }
+        if FN > 2u { nb2 = copy_b(0u, j + 32u); }
+        if FN > 3u { nb3 = copy_b(0u, j + 48u); }
     }
     if STAGES == 2u {
         if steps > 0u { stash(tid, 0u); }
@@ -318,19 +352,38 @@ fn main(
             stash(tid, 0u); // tile t, fetched during the last step
             workgroupBarrier();
         }
-        if more {
+        if STAGES > 0u && more {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
         for (var q = 0u; q < BK; q += 16u) {
-            // (Tests on FM and FN are on constants: uniform, and removed by the compiler.)
-            a0 = frag_a(h, wi, q);
-            if FM > 1u { a1 = frag_a(h, wi + 16u, q); }
-            if FM > 2u { a2 = frag_a(h, wi + 32u, q); }
-            if FM > 3u { a3 = frag_a(h, wi + 48u, q); }
-            b0 = frag_b(h, q, wj);
-            if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
-            if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
-            if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
+            // (Tests on STAGES, FM and FN are on constants: uniform, and removed by the
+            // compiler.)
+            if STAGES == 0u {
+                // This step's fragments arrived during the last step's multiply-adds; ask for
+                // the next step's now (unused ones, past FM or FN, are zeros).
+                a0 = na0; a1 = na1; a2 = na2; a3 = na3;
+                b0 = nb0; b1 = nb1; b2 = nb2; b3 = nb3;
+                let p = t * BK + q + 16u;
+                if p < steps * BK {
+                    na0 = copy_a(i, p);
+                    if FM > 1u { na1 = copy_a(i + 16u, p); }
+                    if FM > 2u { na2 = copy_a(i + 32u, p); }
+                    if FM > 3u { na3 = copy_a(i + 48u, p); }
+                    nb0 = copy_b(p, j);
+                    if FN > 1u { nb1 = copy_b(p, j + 16u); }
+                    if FN > 2u { nb2 = copy_b(p, j + 32u); }
+                    if FN > 3u { nb3 = copy_b(p, j + 48u); }
+                }
+            } else {
+                a0 = frag_a(h, wi, q);
+                if FM > 1u { a1 = frag_a(h, wi + 16u, q); }
+                if FM > 2u { a2 = frag_a(h, wi + 32u, q); }
+                if FM > 3u { a3 = frag_a(h, wi + 48u, q); }
+                b0 = frag_b(h, q, wj);
+                if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
+                if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
+                if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
+            }
             c00 = coopMultiplyAdd(a0, b0, c00);
             if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
             if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
@@ -357,13 +410,13 @@ fn main(
         if STAGES == 2u && more {
             stash(tid, 1u - h); // the other buffer: last read one step ago, before the barrier
         }
-        workgroupBarrier(); // (STAGES = 1: everyone is done reading before the next stash)
+        if STAGES > 0u {
+            workgroupBarrier(); // (STAGES = 1: everyone is done reading before the next stash)
+        }
     }
 
     // Direct stores need the workgroup's block inside C and 16-byte-aligned rows.
     let direct = row0 + BM <= dims.m && col0 + BN <= dims.n && dims.ldc % 4u == 0u;
-    let i = row0 + wi;
-    let j = col0 + wj;
     if inside {
         store(c00, i, j, direct, sg, lane);
         if FN > 1u { store(c01, i, j + 16u, direct, sg, lane); }

@@ -280,8 +280,8 @@ impl Kernel {
                 t(128, 128, 8, 16, 8).warp(64, 64).group(16),
             ],
             // Subgroup blocks of 64 x 64 and 64 x 32; k-steps of 16, 32 and 64; one buffer (two
-            // barriers per step) or two (one barrier); 4 or 8 subgroups; swizzle groups of 1
-            // (none), 8 and 16.
+            // barriers per step) or two (one barrier), or none (direct: fragments loaded from
+            // the copies, no barriers); 4 or 8 subgroups; swizzle groups of 1 (none), 8 and 16.
             Kernel::CoopF16 => vec![
                 t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1),
                 t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
@@ -294,6 +294,10 @@ impl Kernel {
                 t(128, 128, 64, 16, 16).warp(64, 32).group(8).stages(1),
                 t(128, 128, 16, 16, 16).warp(64, 64).stages(2),
                 t(128, 128, 16, 16, 16).warp(64, 64).group(16).stages(2),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).direct(),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).direct(),
+                t(128, 256, 32, 16, 16).warp(64, 64).group(8).direct(),
+                t(64, 128, 32, 16, 16).warp(32, 64).group(8).direct(),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -331,8 +335,10 @@ impl Kernel {
         if !warp_level && (tile.wm != 0 || tile.wn != 0 || tile.gm != 1) {
             return bad("only kernels 07 and 08 have warp tiles (wm, wn) and a swizzle (gm)".into());
         }
-        if (self == Kernel::CoopF16) != (tile.stages != 0) || tile.stages > 2 {
-            return bad("kernel 08 keeps 1 or 2 buffers of its tiles (stages); the others have no such choice (0)".into());
+        if (self == Kernel::CoopF16) != (tile.stages != 0 || tile.direct) || tile.stages > 2 || (tile.direct && tile.stages != 0) {
+            return bad("kernel 08 keeps 1 or 2 buffers of its tiles (stages) or none (direct, stages 0); the others have \
+                        no such choice (stages 0, not direct)"
+                .into());
         }
         if warp_level && (tile.warps() == 0 || tile.gm == 0) {
             return bad("the warp tile wm x wn must divide the workgroup tile bm x bn, and gm must be positive".into());
@@ -425,9 +431,9 @@ impl Kernel {
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
                 // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
-                // layout, whatever the transpose) with 8 halves of padding per row, plus one
-                // f32 16 x 16 scratch per subgroup (as kernel 06). The conversion passes use
-                // 64 x 65 floats.
+                // layout, whatever the transpose) with 8 halves of padding per row (none for
+                // direct tiles, which the shader knows by STAGES = 0), plus one f32 16 x 16
+                // scratch per subgroup (as kernel 06). The conversion passes use 64 x 65 floats.
                 let product = tile.stages * tile.bk * (tile.bm + 8 + tile.bn + 8) * 2 + (threads / 32) * 1024;
                 product.max(64 * 65 * 4)
             }
@@ -454,8 +460,10 @@ impl fmt::Display for Kernel {
 /// Kernels 07 and 08 add a level between the two: each subgroup of 32 invocations (a "warp")
 /// computes a `wm x wn` block of the workgroup's, and workgroups are launched `gm` row bands
 /// at a time (the swizzle that keeps shared tiles in the L2 cache). Kernel 08 also keeps
-/// `stages` buffers of its tiles (1 or 2). Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`.
-/// In kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the 16 x 16 fragment.
+/// `stages` buffers of its tiles in workgroup memory (1 or 2), or none: `direct`, where each
+/// subgroup loads its fragments straight from the f16 copies (`stages = 0`). Elsewhere
+/// `wm = wn = 0`, `gm = 1`, `stages = 0`, `direct = false`. In kernel 06 `tm x tn` is one
+/// subgroup's block; in kernel 08 it is the 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tile {
     pub bm: u32,
@@ -467,17 +475,27 @@ pub struct Tile {
     pub wn: u32,
     pub gm: u32,
     pub stages: u32,
+    /// Kernel 08 without workgroup memory (with `stages = 0`): each subgroup `coopLoad`s its
+    /// fragments straight from the f16 copies in the storage buffers, one 16-deep step ahead,
+    /// with no barriers in the k-loop; `bk` is then only the depth of one loop iteration.
+    pub direct: bool,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0 }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false }
     }
 
     /// The same tile with `stages` buffers of the shared tiles (kernel 08).
     pub const fn stages(self, stages: u32) -> Self {
-        Self { stages, ..self }
+        Self { stages, direct: false, ..self }
+    }
+
+    /// The same tile with no shared tiles: fragments loaded straight from the f16 copies
+    /// (kernel 08).
+    pub const fn direct(self) -> Self {
+        Self { stages: 0, direct: true, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -509,8 +527,8 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm` and ` s stages` where set:
-/// `128x128x16/8x8 w64x32 g8`.
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages` and ` direct` where set:
+/// `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`, `128x128x32/16x16 w64x64 g8 direct`.
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}x{}/{}x{}", self.bm, self.bn, self.bk, self.tm, self.tn)?;
@@ -522,6 +540,9 @@ impl fmt::Display for Tile {
         }
         if self.stages != 0 {
             write!(f, " s{}", self.stages)?;
+        }
+        if self.direct {
+            write!(f, " direct")?;
         }
         Ok(())
     }
