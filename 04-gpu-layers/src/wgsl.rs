@@ -47,8 +47,8 @@ pub const MERGED_MAX_CLASSES: u32 = 32;
 /// 129 x 10 = 1,290 fit); a larger output layer reads its weights from memory.
 pub const MERGED_W_SHARED: u32 = 1536;
 /// `forward_output`, gathering: floats of input rows it stages (WGSL `X_SHARED`; 2 x 784 fit).
-/// With the defaults the kernel then needs 32,016 bytes of workgroup memory, within the 32 KiB
-/// of lavapipe (the CI machine's adapter), so the tests run it there.
+/// Every variant `--sweep` times then fits the 32 KiB of workgroup memory of lavapipe (the CI
+/// machine's adapter; at most 32,016 bytes, with 2 rows per workgroup), so the tests run them there.
 pub const MERGED_X_SHARED: u32 = 2048;
 
 /// The tile sizes of the three fused kernels, written into their preludes. `Kernels::new` uses
@@ -80,7 +80,8 @@ pub struct FusedTiles {
     pub merged_cb: u32,
     /// `forward_output`: slices of the k loop (`KS`, `workgroup_size.y`).
     pub merged_ks: u32,
-    /// `forward_output`: rows per workgroup (`TR`); it uses `forward_u` loads in flight.
+    /// `forward_output`: rows per workgroup (`TR`); it uses `forward_u` loads in flight (the
+    /// sweep's "forward U" variants change both forwards).
     pub merged_tr: u32,
 }
 
@@ -89,7 +90,9 @@ impl FusedTiles {
     /// batch 64), each change measured alone (`results/h200-sweep.txt`): the forward with 2 rows
     /// per workgroup (5.80 us against 7.00 with 4), the output layer with one row per
     /// workgroup of 256 invocations (5.22 against 6.04 with 4 rows; 11.39 with 64
-    /// invocations), the update with the batch split 4 ways (4.73 against 11.95 unsplit).
+    /// invocations), the update with the batch split 4 ways (4.73 against 11.95 unsplit); the
+    /// merged forward_output with one row per workgroup (10.59 us against 11.54 with 2 rows, the
+    /// first sweep of it: `results/h200-sweep-merged-first.txt`).
     pub const DEFAULT: FusedTiles = FusedTiles {
         forward_tn: 32,
         forward_ks: 16,
@@ -102,7 +105,7 @@ impl FusedTiles {
         merged_tn: 64,
         merged_cb: 2,
         merged_ks: 16,
-        merged_tr: 2,
+        merged_tr: 1,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], with 4 forward
@@ -146,10 +149,11 @@ impl FusedTiles {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
         add("not merged".into(), FusedTiles { merge: false, ..d });
+        add("merged TR 2".into(), FusedTiles { merged_tr: 2, ..d });
         add("merged TN 128 CB 1 KS 8".into(), FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d });
         add("merged TN 32 CB 4".into(), FusedTiles { merged_tn: 32, merged_cb: 4, ..d });
+        add("merged TN 32 CB 4 KS 32".into(), FusedTiles { merged_tn: 32, merged_cb: 4, merged_ks: 32, ..d });
         add("merged KS 8".into(), FusedTiles { merged_ks: 8, ..d });
-        add("merged TR 1".into(), FusedTiles { merged_tr: 1, ..d });
         out
     }
 
