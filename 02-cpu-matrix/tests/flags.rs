@@ -7,15 +7,8 @@
 
 use std::process::Command;
 
-/// What a run must do.
-#[derive(Debug, Clone, Copy)]
-enum Want {
-    /// Exit 0.
-    Runs,
-    /// Exit with this code and this text on stderr.
-    Refused(i32, &'static str),
-}
-use Want::{Refused, Runs};
+use common::flags::Want::{self, Refused, Runs};
+use common::flags::assert_flags;
 
 /// Small, fast defaults, flag by flag; a case that sets a flag replaces its default.
 const BASE: &[&[&str]] = &[&["--sizes", "8"], &["--no-mnist"], &["--variants", "1,2,3"], &["--budget-ms", "1"], &["--min-reps", "1"]];
@@ -64,20 +57,5 @@ fn boundary_values_of_every_flag() {
         (&["--library-child", "--sizes", "0"], Refused(1, "--sizes: 0")),
         (&["--library-child", "--sizes", "4"], Runs),
     ];
-    let mut failures = Vec::new();
-    for (flags, want) in cases {
-        let set: Vec<&str> = flags.iter().filter_map(|f| f.strip_prefix("--")).map(|f| f.split('=').next().unwrap_or(f)).collect();
-        let base = BASE.iter().filter(|g| !g[0].strip_prefix("--").is_some_and(|f| set.contains(&f))).flat_map(|g| g.iter());
-        let out = Command::new(env!("CARGO_BIN_EXE_cpu-matrix")).args(base).args(*flags).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        let ok = match want {
-            _ if err.contains("panicked") => false,
-            Runs => out.status.success(),
-            Refused(code, needle) => out.status.code() == Some(*code) && err.contains(needle),
-        };
-        if !ok {
-            failures.push(format!("{flags:?}: wanted {want:?}, got {:?}: {}", out.status.code(), err.trim()));
-        }
-    }
-    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert_flags(|| Command::new(env!("CARGO_BIN_EXE_cpu-matrix")), BASE, cases);
 }

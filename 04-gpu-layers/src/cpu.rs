@@ -155,6 +155,11 @@ pub fn loss_to_fixed(loss: f32) -> Option<u64> {
 /// `dL/dlogits = (softmax - onehot) * inv_rows` in [`Mode::Train`] (the mean loss's gradient,
 /// `inv_rows = 1 / batch`), else the probabilities. A label `>= classes` gives a zero gradient
 /// row and is counted in `bad_labels` (the callers validate labels before they get here).
+///
+/// Each `exp(z - m)` is computed once and kept in `out` between the sum and the division (the
+/// kernel computes it twice: the same expression, so the same bits). The fast CPU trainer
+/// (`cpu_fast::output_layer`) calls this function too, so its losses and counts are this
+/// reference's by construction.
 pub fn softmax_cross_entropy(
     logits: &[f32],
     classes: usize,
@@ -173,11 +178,12 @@ pub fn softmax_cross_entropy(
             }
         }
         let m = z[arg];
-        let total: f32 = z.iter().map(|&v| (v - m).exp()).sum();
+        o.iter_mut().zip(z).for_each(|(e, &v)| *e = (v - m).exp());
+        let total: f32 = o.iter().sum();
         let label = if mode == Mode::Predict { 0 } else { labels[r] as usize };
         let label_ok = label < classes;
-        for (c, (oc, &v)) in o.iter_mut().zip(z).enumerate() {
-            let prob = (v - m).exp() / total;
+        for (c, oc) in o.iter_mut().enumerate() {
+            let prob = *oc / total;
             *oc = match mode {
                 Mode::Train if !label_ok => 0.0,
                 Mode::Train => (prob - if c == label { 1.0 } else { 0.0 }) * inv_rows,

@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-use crate::cpu::{LossStats, activate_grad, activate_value, loss_to_fixed};
+use crate::cpu::{self, LossStats, activate_grad, activate_value};
 use crate::tape::Mode;
 use crate::{Activation, Optimizer};
 
@@ -769,49 +769,9 @@ pub fn linear_backward_input(
     }
 }
 
-/// `cpu::softmax_cross_entropy` with each exponential computed once (kept in `out` between the
-/// sum and the division; the twin computes it twice): the same expressions in the same order,
-/// so the same bits, and the same statistics.
-fn softmax_cross_entropy(logits: &[f32], classes: usize, labels: &[u32], mode: Mode, inv_rows: f32, out: &mut [f32]) -> LossStats {
-    let mut stats = LossStats::default();
-    for (r, (z, o)) in logits.chunks_exact(classes).zip(out.chunks_exact_mut(classes)).enumerate() {
-        let mut arg = 0;
-        for (c, &v) in z.iter().enumerate() {
-            if v > z[arg] {
-                arg = c;
-            }
-        }
-        let m = z[arg];
-        o.iter_mut().zip(z).for_each(|(e, &v)| *e = (v - m).exp());
-        let total: f32 = o.iter().sum();
-        let label = if mode == Mode::Predict { 0 } else { labels[r] as usize };
-        let label_ok = label < classes;
-        for (c, oc) in o.iter_mut().enumerate() {
-            let prob = *oc / total;
-            *oc = match mode {
-                Mode::Train if !label_ok => 0.0,
-                Mode::Train => (prob - if c == label { 1.0 } else { 0.0 }) * inv_rows,
-                Mode::Eval | Mode::Predict => prob,
-            };
-        }
-        if mode != Mode::Predict {
-            stats.rows += 1;
-            if label_ok {
-                match loss_to_fixed(total.ln() + m - z[label]) {
-                    Some(fixed) => stats.loss_fixed += fixed,
-                    None => stats.non_finite += 1,
-                }
-                stats.correct += (arg == label) as u32;
-            } else {
-                stats.bad_labels += 1;
-            }
-        }
-    }
-    stats
-}
-
-/// `output_layer.wgsl`, fast: logits `= h W + b`, softmax cross-entropy into `out` (the twin
-/// `cpu::softmax_cross_entropy`, row by row), and in training `dh = (dL/dz Wᵀ) * act'(h)`.
+/// `output_layer.wgsl`, fast: logits `= h W + b`, softmax cross-entropy into `out` (the
+/// reference's own `cpu::softmax_cross_entropy`, so the same bits and the same statistics), and
+/// in training `dh = (dL/dz Wᵀ) * act'(h)`.
 /// h `[rows, inputs]`, params `[(inputs + 1), classes]`, labels `[rows]` -> out
 /// `[rows, classes]`, dh `[rows, inputs]`.
 #[allow(clippy::too_many_arguments)]
@@ -832,7 +792,7 @@ pub fn output_layer(
     let mut logits = take(&LOGITS);
     logits.resize(rows * classes, 0.0);
     linear_forward(h, rows, inputs, params, classes, None, &mut logits);
-    let stats = softmax_cross_entropy(&logits, classes, labels, mode, inv_rows, out);
+    let stats = cpu::softmax_cross_entropy(&logits, classes, labels, mode, inv_rows, out);
     put(&LOGITS, logits);
     if let (Mode::Train, Some((dh, act))) = (mode, dh) {
         linear_backward_input(out, rows, classes, params, inputs, h, act, dh);
@@ -906,7 +866,6 @@ pub fn linear_update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu;
     use common::assert_close;
     use rand::{Rng, SeedableRng};
 
@@ -1012,21 +971,6 @@ mod tests {
                 assert_eq!((got.rows, got.correct, got.bad_labels), (want.rows, want.correct, want.bad_labels), "{mode:?}");
                 let (gl, wl) = (got.loss_fixed as f64 / cpu::LOSS_UNITS_PER_ONE, want.loss_fixed as f64 / cpu::LOSS_UNITS_PER_ONE);
                 assert!((gl - wl).abs() <= 1e-4 * wl.abs() + 1e-4 * rows as f64, "{mode:?}: loss {gl} vs {wl}");
-            }
-        }
-    }
-
-    #[test]
-    fn softmax_is_the_twin_bit_for_bit() {
-        for (s, &(rows, _, classes)) in SHAPES.iter().enumerate() {
-            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
-                let z: Vec<f32> = random(rows * classes, -1.0, 900 + s as u64).iter().map(|v| v * 30.0).collect();
-                let labels: Vec<u32> = (0..rows).map(|r| ((r * 3 + s) % (classes + 1)) as u32).collect();
-                let (mut a, mut b) = (vec![0.0; rows * classes], vec![0.0; rows * classes]);
-                let want = cpu::softmax_cross_entropy(&z, classes, &labels, mode, 0.25, &mut a);
-                let got = softmax_cross_entropy(&z, classes, &labels, mode, 0.25, &mut b);
-                assert_eq!(got, want, "{mode:?}");
-                assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{mode:?}");
             }
         }
     }

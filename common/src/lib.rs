@@ -12,6 +12,8 @@
 //!   (where `read`, `wait` block on them) and browsers (WebGPU, where nothing may block).
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
 //! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
+//! - the flag tables (`flags.rs`, native): the loop every runner's `tests/flags.rs` runs its
+//!   table of boundary values with, each case a real run of the binary.
 //! - what runners print (`report.rs`): the CPU model, times with units, and (feature `plot`)
 //!   the embedded font for plots.
 //!
@@ -21,6 +23,8 @@ mod buffers;
 pub mod check;
 mod context;
 mod error;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod flags;
 mod pipeline;
 mod report;
 pub mod timing;
