@@ -218,9 +218,10 @@ impl Kernel {
                 t(32, 32, 16, 4, 8).warp(32, 32),
             ],
             // tm x tn is the fragment; wm x wn one subgroup's block of fragments.
-            // The best tile of the first sweep on the layout the copies now have (A^T * B there).
+            // The best tile of `--tune` on the H200 (results/h200-tune-08-s1-direct.txt): one
+            // buffer, 32-deep k-steps.
             Kernel::CoopF16 => vec![
-                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
                 t(64, 64, 32, 16, 16).warp(32, 32).group(8).stages(2),
             ],
         }
@@ -284,7 +285,13 @@ impl Kernel {
             // the copies, no barriers); 4 or 8 subgroups; swizzle groups of 1 (none), 8 and 16.
             Kernel::CoopF16 => vec![
                 t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1),
-                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2),
+                t(128, 128, 32, 16, 16).warp(64, 64).stages(1),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(16).stages(1),
+                t(128, 64, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(64, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),
+                t(128, 128, 32, 16, 16).warp(64, 32).group(8).stages(1),
+                t(128, 128, 32, 16, 16).warp(32, 64).group(8).stages(1),
                 t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(2),
                 t(128, 256, 32, 16, 16).warp(64, 64).group(8).stages(1),
                 t(256, 128, 32, 16, 16).warp(64, 64).group(8).stages(1),

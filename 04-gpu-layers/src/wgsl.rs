@@ -91,8 +91,10 @@ impl FusedTiles {
     /// per workgroup (5.80 us against 7.00 with 4), the output layer with one row per
     /// workgroup of 256 invocations (5.22 against 6.04 with 4 rows; 11.39 with 64
     /// invocations), the update with the batch split 4 ways (4.73 against 11.95 unsplit); the
-    /// merged forward_output with one row per workgroup (10.59 us against 11.54 with 2 rows, the
-    /// first sweep of it: `results/h200-sweep-merged-first.txt`).
+    /// merged forward_output with one row per workgroup, 32 columns x 4 blocks per invocation and
+    /// its k loop split 32 ways (9.79 us alone against 11.54 for its first tiles, 2 rows and
+    /// 64 x 2 columns split 16 ways: `results/h200-sweep-merged-first.txt`,
+    /// `results/h200-sweep-merged-second.txt`).
     pub const DEFAULT: FusedTiles = FusedTiles {
         forward_tn: 32,
         forward_ks: 16,
@@ -102,9 +104,9 @@ impl FusedTiles {
         output_rows: 1,
         update_slices: 4,
         merge: true,
-        merged_tn: 64,
-        merged_cb: 2,
-        merged_ks: 16,
+        merged_tn: 32,
+        merged_cb: 4,
+        merged_ks: 32,
         merged_tr: 1,
     };
 
@@ -149,11 +151,10 @@ impl FusedTiles {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
         add("not merged".into(), FusedTiles { merge: false, ..d });
-        add("merged TR 2".into(), FusedTiles { merged_tr: 2, ..d });
+        add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
+        add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
+        add("merged TN 64 CB 2 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 2, merged_ks: 16, ..d });
         add("merged TN 128 CB 1 KS 8".into(), FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d });
-        add("merged TN 32 CB 4".into(), FusedTiles { merged_tn: 32, merged_cb: 4, ..d });
-        add("merged TN 32 CB 4 KS 32".into(), FusedTiles { merged_tn: 32, merged_cb: 4, merged_ks: 32, ..d });
-        add("merged KS 8".into(), FusedTiles { merged_ks: 8, ..d });
         out
     }
 
@@ -656,8 +657,8 @@ mod tests {
         }
         // The CI machine's adapter (lavapipe: 1,024 invocations, 32 KiB) merges MNIST's
         // 784-128-10 with the defaults, plain or gathering. WebGPU's defaults (256 invocations,
-        // 16 KiB, 8 storage buffers) merge only the plain form, its k loop split 4 ways instead
-        // of 16: gathering needs 11 buffers. A hidden layer wider than the workgroup's columns,
+        // 16 KiB, 8 storage buffers) merge only the plain form, its k loop split 8 ways instead
+        // of 32: gathering needs 11 buffers. A hidden layer wider than the workgroup's columns,
         // or more than 32 classes, is never merged.
         let defaults = wgpu::Limits::defaults();
         let lavapipe = wgpu::Limits {
@@ -670,7 +671,7 @@ mod tests {
         assert!(d.merges(128, 10, true, &lavapipe) && d.merges(128, 10, false, &lavapipe));
         assert!(!d.merges(129, 10, false, &lavapipe) && !d.merges(128, 33, false, &lavapipe));
         assert!(!d.merges(128, 10, true, &defaults) && d.merges(128, 10, false, &defaults));
-        assert_eq!(d.fitted(256).merged_ks, 4);
+        assert_eq!(d.fitted(256).merged_ks, 8);
         assert!(!FusedTiles { merge: false, ..d }.merges(128, 10, false, &lavapipe));
     }
 
