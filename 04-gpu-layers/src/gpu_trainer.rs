@@ -29,11 +29,13 @@ pub enum Routing {
 
 /// The size of a hidden layer's products, `max_batch x outputs`, from which stage 03's f32
 /// matmul (kernel 05, with separate bias, activation, column-sum and optimizer dispatches) beats
-/// the fused layer kernels on the H200 (`gpu-layers --sweep`, wide-layer table: at 512 x 1024
-/// 170 against 208 us per step; at 256 x 1024 136 against 130, 512 x 512 131 against 119).
+/// the fused layer kernels on the H200 (`gpu-layers --sweep`, wide-layer table of
+/// `results/h200-sweep.txt`: at 512 x 1024 159.6 against 196.8 us per step; at 256 x 1024 114.9
+/// against 107.7, 512 x 512 129.4 against 117.8).
 pub const ROUTE_MIN_F32: usize = 512 * 1024;
-/// The same for the f16-input matmul (kernel 08, tensor cores): at 256 x 1024 104 against 130 us,
-/// 512 x 512 96 against 119; at 128 x 1024 100 against 93, 256 x 512 82 against 75.
+/// The same for the f16-input matmul (kernel 08, tensor cores): at 256 x 1024 83.1 against
+/// 107.7 us, 512 x 512 93.6 against 117.8; at 128 x 1024 70.7 against 63.8, 256 x 512 71.7
+/// against 64.6.
 pub const ROUTE_MIN_F16: usize = 256 * 1024;
 
 /// Whether a hidden layer `[inputs] -> [outputs]` trained in batches of up to `max_batch` rows
