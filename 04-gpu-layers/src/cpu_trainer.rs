@@ -56,13 +56,15 @@ impl CpuTrainer {
     /// optimizer). Loss and accuracy accumulate until [`CpuTrainer::take_metrics`].
     pub fn train_step<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         self.load_batch(x, labels)?;
-        self.tape.run(&self.net.train)
+        let (tape, train) = (&mut self.tape, &self.net.train);
+        on_pool(|| tape.run(train))
     }
 
     /// Forward and loss only on `x: [rows, input]`, `labels: [rows]`; adds to the metrics.
     pub fn eval_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         self.load_batch(x, labels)?;
-        self.tape.run(&self.net.eval)
+        let (tape, eval) = (&mut self.tape, &self.net.eval);
+        on_pool(|| tape.run(eval))
     }
 
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]` (any number of rows).
@@ -140,4 +142,16 @@ impl CpuTrainer {
         self.tape.u32_mut(self.net.labels)[..labels.len()].copy_from_slice(&labels);
         Ok(())
     }
+}
+
+/// Runs `f` on a thread of rayon's pool when the pool has more than one (natively), else here.
+/// The products of a step split over the pool; run from outside it, the calling thread would
+/// be a third thread beside two busy workers on a 2-core machine, competing with them for the
+/// step's serial parts.
+fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    #[cfg(not(target_arch = "wasm32"))]
+    if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+        return rayon::scope(|_| f());
+    }
+    f()
 }
