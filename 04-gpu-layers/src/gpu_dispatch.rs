@@ -20,6 +20,7 @@
 //! | `Update` (SGD) | `sgd` | params, grads, velocity | `Opt` | `len / WG` |
 //! | `Update` (Adam) | `adam` | params, grads, moments, counters | `Opt` | `len / WG` |
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
+//! | `LinearForward`, `B x out >= tiled_min` | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
@@ -97,16 +98,15 @@ pub(crate) fn prepare_gathered(
         return Err(LayersError::Spec(format!("only a linear_forward can gather its input, not {}", op.kernel_name())));
     };
     let buf = |t: TensorId| &tape.buffers[t.0];
-    let tiles = kernels.tiles();
-    let gx = y.cols.div_ceil(tiles.forward_tn as usize);
-    let gy = x.rows.at(tape.max_batch).div_ceil(tiles.forward_tr as usize);
-    check_groups(ctx, "linear_forward (gathering)", gx.max(gy))?;
+    let (id, (gx, gy)) = forward_kernel(kernels, ctx, x.rows.at(tape.max_batch), y.cols, true);
+    let name = id.name();
+    check_groups(ctx, name, gx.max(gy))?;
     let uniform = tape.manager.uniform(
         ctx,
-        "linear_forward (gathering)",
+        name,
         &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), _pad: 0 },
     );
-    let pipeline = kernels.pipeline(ctx, KernelId::LinearForwardGather)?;
+    let pipeline = kernels.pipeline(ctx, id)?;
     fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
         b.as_entire_binding()
     }
@@ -131,7 +131,7 @@ pub(crate) fn prepare_gathered(
         resources.into_iter().enumerate().map(|(i, resource)| wgpu::BindGroupEntry { binding: i as u32, resource }).collect();
     let bind_group = ctx.scoped(|| {
         ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("linear_forward (gathering)"),
+            label: Some(name),
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         })
@@ -241,6 +241,30 @@ pub(crate) fn prepare_forward_output(
 }
 
 /// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).
+/// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs,
+/// gathering its input when `gather`, and its grid: `linear_forward_tiled` where
+/// [`crate::FusedTiles::forward_tiled`] says so (`FT_N x FT_M` outputs per workgroup), else
+/// `linear_forward` (`TN x TR`).
+pub(crate) fn forward_kernel(kernels: &Kernels, ctx: &GpuContext, rows: usize, cols: usize, gather: bool) -> (KernelId, (usize, usize)) {
+    let tiles = kernels.tiles();
+    let id = forward_kernel_id(&tiles, &ctx.limits, rows, cols, gather);
+    if matches!(id, KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather) {
+        (id, (cols.div_ceil(tiles.tiled_n as usize), rows.div_ceil(tiles.tiled_m as usize)))
+    } else {
+        (id, (cols.div_ceil(tiles.forward_tn as usize), rows.div_ceil(tiles.forward_tr as usize)))
+    }
+}
+
+/// [`forward_kernel`]'s choice alone, without a device.
+pub(crate) fn forward_kernel_id(tiles: &crate::FusedTiles, limits: &wgpu::Limits, rows: usize, cols: usize, gather: bool) -> KernelId {
+    match (tiles.forward_tiled(rows, cols, gather, limits), gather) {
+        (true, true) => KernelId::LinearForwardTiledGather,
+        (true, false) => KernelId::LinearForwardTiled,
+        (false, true) => KernelId::LinearForwardGather,
+        (false, false) => KernelId::LinearForward,
+    }
+}
+
 pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Step, LayersError> {
     let m = &tape.manager;
     let buf = |t: TensorId| &tape.buffers[t.0];
@@ -332,11 +356,10 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             }
         }
         Op::LinearForward { x, params, y, act: a } => {
-            let gx = y.cols.div_ceil(tiles.forward_tn as usize);
-            let gy = rows(&x).div_ceil(tiles.forward_tr as usize);
-            check_groups(ctx, name, gx.max(gy))?;
+            let (id, (gx, gy)) = forward_kernel(kernels, ctx, rows(&x), y.cols, false);
+            check_groups(ctx, id.name(), gx.max(gy))?;
             kernel(
-                KernelId::LinearForward,
+                id,
                 &m.uniform(ctx, name, &LinearParams { inputs: u32_(x.cols), outputs: u32_(y.cols), act: Activation::code(a), _pad: 0 }),
                 &[buf(x.tensor), buf(params), buf(y.tensor), batch],
                 (gx as u32, gy as u32, 1),

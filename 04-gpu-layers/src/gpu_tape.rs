@@ -13,7 +13,7 @@ use common::GpuContext;
 
 use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
-use crate::gpu_dispatch::{MergedInput, Step, prepare, prepare_forward_output, prepare_gathered};
+use crate::gpu_dispatch::{MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output, prepare_gathered};
 use crate::kernels::Kernels;
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, FusedTiles, Opt};
@@ -108,6 +108,7 @@ impl GpuTape {
         gather: Option<(TensorId, &ByteImages<'_>)>,
     ) -> Result<Vec<(&'static str, Step)>, LayersError> {
         let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits);
+        let max_batch = self.max_batch;
         planned
             .into_iter()
             .map(|p| {
@@ -120,7 +121,7 @@ impl GpuTape {
                     (Planned::One(0), Some((labels, source))) => prepare_gathered(self, ctx, kernels, &ops[0], labels, source)?,
                     (Planned::One(i), _) => prepare(self, ctx, kernels, &ops[i])?,
                 };
-                Ok((p.name(&ops, gather.is_some()), step))
+                Ok((p.name(&ops, gather.is_some(), &kernels.tiles(), &ctx.limits, max_batch), step))
             })
             .collect()
     }
@@ -277,23 +278,28 @@ enum Planned {
 }
 
 impl Planned {
-    /// The kernel it runs (the first op gathers when `gather`).
-    fn name(self, ops: &[Op], gather: bool) -> &'static str {
+    /// The kernel it runs (the first op gathers when `gather`) with `tiles` on a device of
+    /// `limits`, in a tape sized for `max_batch` rows.
+    fn name(self, ops: &[Op], gather: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> &'static str {
         match self {
             Planned::Merged(0) if gather => "forward_output (gathering)",
             Planned::Merged(_) => "forward_output",
-            Planned::One(0) if gather => "linear_forward (gathering)",
-            Planned::One(i) => ops[i].kernel_name(),
+            Planned::One(i) => match ops[i] {
+                Op::LinearForward { x, y, .. } => {
+                    forward_kernel_id(tiles, limits, x.rows.at(max_batch), y.cols, gather && i == 0).name()
+                }
+                ref op => op.kernel_name(),
+            },
         }
     }
 }
 
-/// The dispatches a GPU tape of `ops` makes with `tiles` on a device of `limits` (the first op
-/// gathering its batch when `gather`), by kernel name, without a device: what
-/// [`GpuTape::add_tape`] and [`GpuTape::add_gathered_tape`] will prepare.
-pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> Vec<&'static str> {
+/// The dispatches a GPU tape of `ops` sized for `max_batch` rows makes with `tiles` on a
+/// device of `limits` (the first op gathering its batch when `gather`), by kernel name, without
+/// a device: what [`GpuTape::add_tape`] and [`GpuTape::add_gathered_tape`] will prepare.
+pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> Vec<&'static str> {
     let (ops, planned) = plan_ops(ops, tiles, gather, limits);
-    planned.into_iter().map(|p| p.name(&ops, gather)).collect()
+    planned.into_iter().map(|p| p.name(&ops, gather, tiles, limits, max_batch)).collect()
 }
 
 /// `ops` with two-layer updates split where the device binds too few buffers, and the

@@ -30,6 +30,10 @@ pub enum KernelId {
     LinearForward,
     /// `linear_forward` reading its batch from byte images itself (`forward_input_gather.wgsl`).
     LinearForwardGather,
+    /// The register-blocked forward for wide layers in big batches (`linear_forward_tiled.wgsl`).
+    LinearForwardTiled,
+    /// `linear_forward_tiled` gathering its batch from byte images.
+    LinearForwardTiledGather,
     OutputLayer,
     /// `linear_forward` and `output_layer` in one dispatch (`forward_output.wgsl`).
     ForwardOutput,
@@ -46,7 +50,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 19] = [
+    pub const ALL: [KernelId; 21] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -56,6 +60,8 @@ impl KernelId {
         KernelId::Adam,
         KernelId::LinearForward,
         KernelId::LinearForwardGather,
+        KernelId::LinearForwardTiled,
+        KernelId::LinearForwardTiledGather,
         KernelId::OutputLayer,
         KernelId::ForwardOutput,
         KernelId::ForwardOutputGather,
@@ -79,6 +85,8 @@ impl KernelId {
             KernelId::Adam => "adam",
             KernelId::LinearForward => "linear_forward",
             KernelId::LinearForwardGather => "linear_forward (gathering)",
+            KernelId::LinearForwardTiled => "linear_forward_tiled",
+            KernelId::LinearForwardTiledGather => "linear_forward_tiled (gathering)",
             KernelId::OutputLayer => "output_layer",
             KernelId::ForwardOutput => "forward_output",
             KernelId::ForwardOutputGather => "forward_output (gathering)",
@@ -104,6 +112,18 @@ impl KernelId {
                 ("TR", tiles.forward_tr),
                 ("U", tiles.forward_u),
                 ("X_SHARED", fit.forward_x_shared),
+            ],
+            // TR, TN and KS for the input files: FT_M rows, all invocations in one slice; the
+            // gathering form never stages whole rows here (X_SHARED 1: TR x in never fits).
+            KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather => vec![
+                ("FT_M", tiles.tiled_m),
+                ("FT_N", tiles.tiled_n),
+                ("FT_K", wgsl::TILED_K),
+                ("FT_S", tiles.tiled_s),
+                ("TR", tiles.tiled_m),
+                ("TN", tiles.tiled_invocations()),
+                ("KS", 1),
+                ("X_SHARED", 1),
             ],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
@@ -158,6 +178,9 @@ impl KernelId {
             KernelId::LinearForward | KernelId::LinearForwardGather => {
                 ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl"))
             }
+            KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather => {
+                ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
+            }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
             KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
                 ("shaders/forward_output.wgsl", include_str!("../shaders/forward_output.wgsl"))
@@ -189,10 +212,10 @@ impl KernelId {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }
         match self {
-            KernelId::LinearForward | KernelId::ForwardOutput => {
+            KernelId::LinearForward | KernelId::LinearForwardTiled | KernelId::ForwardOutput => {
                 files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl")))
             }
-            KernelId::LinearForwardGather | KernelId::ForwardOutputGather => {
+            KernelId::LinearForwardGather | KernelId::LinearForwardTiledGather | KernelId::ForwardOutputGather => {
                 files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
             }
             _ => {}
@@ -307,7 +330,7 @@ impl Kernels {
         let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
         let layout = match id {
-            KernelId::LinearForwardGather => Some(gather_layout(ctx, false)),
+            KernelId::LinearForwardGather | KernelId::LinearForwardTiledGather => Some(gather_layout(ctx, false)),
             KernelId::ForwardOutputGather => Some(gather_layout(ctx, true)),
             _ => None,
         };

@@ -136,21 +136,38 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         f16_kernel.number(),
         if f16_kernel.precision() == Precision::F16Inputs { "f16 inputs" } else { "f32: no cooperative matrices here" }
     );
-    println!("{:>6} {:>7} | {:>10} {:>12} {:>12} | {:>8}", "batch", "hidden", "fused", "matmul f32", "matmul f16", "GFLOP/step");
+    println!("   fused: the hidden layer's forward in linear_forward (k split) or in linear_forward_tiled (tiled), then output_layer and linear_update");
+    println!(
+        "{:>6} {:>7} | {:>10} {:>10} {:>12} {:>12} | {:>8}",
+        "batch", "hidden", "k split", "tiled", "matmul f32", "matmul f16", "GFLOP/step"
+    );
     let opt = Optimizer::sgd(0.1, 0.0);
+    let mut alone_lines = Vec::new();
     for batch in [64usize, 128, 256, 512] {
-        // The tiles a trainer of this batch uses (FusedTiles::for_batch).
-        let f32 = Kernels::with_tiles(FusedTiles::for_batch(batch));
-        let f16 = Kernels::with_options(FusedTiles::for_batch(batch), Precision::F16Inputs);
-        let kernels = &f32;
+        // The tiles a trainer of this batch uses (FusedTiles::for_batch), with the tiled forward
+        // never and always.
+        let tiles = FusedTiles::for_batch(batch);
+        let split = Kernels::with_tiles(FusedTiles { tiled_min: u32::MAX, ..tiles });
+        let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
+        let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
+        let kernels = &split;
         for hidden in [128usize, 256, 512, 1024] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;
             let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 7);
             let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
             let mut cells = Vec::new();
-            for (routing, k) in [(Routing::Never, kernels), (Routing::Always, kernels), (Routing::Always, &f16)] {
+            let columns = [(Routing::Never, kernels), (Routing::Never, &tiled), (Routing::Always, kernels), (Routing::Always, &f16)];
+            for (c, (routing, k)) in columns.into_iter().enumerate() {
                 let gpu = GpuTrainer::with_routing(ctx, k, &spec, opt, batch, 1, Fusion::Fused, routing)?;
                 gpu.write_batch(ctx, &x, &labels)?;
+                if c == 1 {
+                    // The tiled column: checked against the CPU first (one step, same weights).
+                    let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
+                    gpu.train_steps(ctx, 1)?;
+                    cpu.train_step(&x, &labels)?;
+                    common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+                        .map_err(|e| format!("{hidden} x {batch} tiled: a step differs from the CPU: {e}"))?;
+                }
                 gpu.train_steps(ctx, steps)?; // warm-up
                 let mut t: Vec<f64> = (0..reps)
                     .map(|_| timer.time_pass(ctx, "wide steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
@@ -160,12 +177,29 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                     return Err(format!("{hidden} x {batch} {routing:?}: the loss is not finite").into());
                 }
                 cells.push(median(&mut t) * 1e6 / steps as f64);
+                if c <= 1 && hidden >= 512 {
+                    // Each dispatch of the two fused steps alone, for the wide layers.
+                    let (tape, train) = gpu.tape();
+                    let mut parts = Vec::new();
+                    for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
+                        let mut t: Vec<f64> = (0..reps)
+                            .map(|_| timer.time_pass(ctx, "one dispatch", |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+                            .collect::<Result<_, _>>()?;
+                        parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
+                    }
+                    alone_lines.push(format!("{batch:>6} {hidden:>7} | {}", parts.join(", ")));
+                }
             }
             // Two products of 2 * batch * 784 * hidden flops, the output layer's two of 10 columns.
             let gflop = 2.0 * 2.0 * (batch * hidden * (784 + 10)) as f64 * 1e-9;
-            println!("{batch:>6} {hidden:>7} | {:>10.2} {:>12.2} {:>12.2} | {gflop:>8.3}", cells[0], cells[1], cells[2]);
+            println!(
+                "{batch:>6} {hidden:>7} | {:>10.2} {:>10.2} {:>12.2} {:>12.2} | {gflop:>8.3}",
+                cells[0], cells[1], cells[2], cells[3]
+            );
         }
     }
+    println!("   each dispatch of the k-split and tiled steps alone, us (hidden >= 512):");
+    alone_lines.iter().for_each(|l| println!("{l}"));
     Ok(())
 }
 

@@ -83,7 +83,21 @@ pub struct FusedTiles {
     /// `forward_output`: rows per workgroup (`TR`); it uses `forward_u` loads in flight (the
     /// sweep's "forward U" variants change both forwards).
     pub merged_tr: u32,
+    /// A `LinearForward` of at least this many outputs (`batch x width`, the batch the tape is
+    /// sized for) runs `linear_forward_tiled` (a register-blocked matmul with the bias and the
+    /// activation fused) instead of `linear_forward`, where the device allows it
+    /// ([`FusedTiles::forward_tiled`]); `u32::MAX`: never.
+    pub tiled_min: u32,
+    /// `linear_forward_tiled`: rows per workgroup (`FT_M`, a multiple of 4).
+    pub tiled_m: u32,
+    /// `linear_forward_tiled`: columns per workgroup (`FT_N`, a multiple of 4).
+    pub tiled_n: u32,
+    /// `linear_forward_tiled`: slices of each k round (`FT_S`: 1, 2, 4 or 8).
+    pub tiled_s: u32,
 }
+
+/// `linear_forward_tiled`'s k rounds: values of k staged per round (WGSL `FT_K`).
+pub const TILED_K: u32 = 32;
 
 impl FusedTiles {
     /// The fastest of `gpu-layers --sweep`'s variants on the H200 for the MNIST step (784-128-10,
@@ -108,6 +122,10 @@ impl FusedTiles {
         merged_cb: 4,
         merged_ks: 32,
         merged_tr: 1,
+        tiled_min: 128 * 1024,
+        tiled_m: 32,
+        tiled_n: 64,
+        tiled_s: 2,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], with 4 forward
@@ -155,7 +173,46 @@ impl FusedTiles {
         add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
         add("merged TN 64 CB 2 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 2, merged_ks: 16, ..d });
         add("merged TN 128 CB 1 KS 8".into(), FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d });
+        // linear_forward_tiled on every layer it can take, then one of its sizes changed; and
+        // never (linear_forward everywhere).
+        let tiled = FusedTiles { tiled_min: 1, ..d };
+        add("tiled".into(), tiled);
+        add("tiled S 1".into(), FusedTiles { tiled_s: 1, ..tiled });
+        add("tiled S 4".into(), FusedTiles { tiled_s: 4, ..tiled });
+        add("tiled M 64".into(), FusedTiles { tiled_m: 64, ..tiled });
+        add("tiled N 128".into(), FusedTiles { tiled_n: 128, ..tiled });
+        add("tiled M 16".into(), FusedTiles { tiled_m: 16, ..tiled });
+        add("never tiled".into(), FusedTiles { tiled_min: u32::MAX, ..d });
         out
+    }
+
+    /// `linear_forward_tiled`'s invocations per workgroup: a 4 x 4 block of outputs each, per
+    /// slice of the k rounds.
+    pub fn tiled_invocations(&self) -> u32 {
+        (self.tiled_m / 4) * (self.tiled_n / 4) * self.tiled_s
+    }
+
+    /// What `linear_forward_tiled` with these tiles needs of a device: its invocations; the
+    /// round's x and W tiles or the slices' partial sums, whichever is larger, as vec4 (plus
+    /// the gathering form's one unused float of `xs`); the storage buffers its files declare.
+    pub fn tiled_needs(&self, gather: bool) -> Needs {
+        let (m, n, s) = (self.tiled_m, self.tiled_n, self.tiled_s);
+        let tiles = m * TILED_K / 4 + TILED_K * n / 4;
+        let partials = (s - 1) * m * n / 4;
+        let vec4s = tiles.max(partials).max(1);
+        Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s + if gather { 4 } else { 0 }, storage_buffers: if gather { 7 } else { 4 } }
+    }
+
+    /// Whether a `LinearForward` of `rows x outputs` (rows: the batch the tape is sized for)
+    /// runs `linear_forward_tiled`, gathering its input when `gather`: at least
+    /// [`FusedTiles::tiled_min`] outputs, on a device that allows its invocations and workgroup
+    /// memory.
+    pub fn forward_tiled(&self, rows: usize, outputs: usize, gather: bool, limits: &wgpu::Limits) -> bool {
+        let t = self.fitted(limits.max_compute_invocations_per_workgroup);
+        let needs = t.tiled_needs(gather);
+        (rows * outputs) as u64 >= self.tiled_min as u64
+            && needs.invocations <= limits.max_compute_invocations_per_workgroup
+            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
     }
 
     /// These tiles on a device that allows `max_invocations` per workgroup (WebGPU's default is
@@ -176,6 +233,9 @@ impl FusedTiles {
         }
         while t.merged_tn * t.merged_ks > max_invocations && t.merged_ks > 1 {
             t.merged_ks /= 2;
+        }
+        while t.tiled_invocations() > max_invocations && t.tiled_s > 1 {
+            t.tiled_s /= 2;
         }
         t
     }
@@ -225,6 +285,15 @@ impl FusedTiles {
         }
         if t.merged_tn == 0 || t.merged_ks == 0 || !(1..=8).contains(&t.merged_cb) || !(1..=16).contains(&t.merged_tr) {
             return fail("forward_output needs TN, KS >= 1, 1 <= CB <= 8, 1 <= TR <= 16".into());
+        }
+        let (m, n, s) = (t.tiled_m, t.tiled_n, t.tiled_s);
+        let threads = t.tiled_invocations();
+        let whole = |v: u32| threads > 0 && v.is_multiple_of(threads);
+        if m == 0 || n == 0 || !m.is_multiple_of(4) || !n.is_multiple_of(4) || ![1, 2, 4, 8].contains(&s) || !whole(m * TILED_K) || !whole(TILED_K * n) || threads < m {
+            return fail(format!(
+                "linear_forward_tiled needs M and N multiples of 4, 1, 2, 4 or 8 slices, and its {threads} invocations to divide \
+                 both tiles ({m} x {TILED_K} and {TILED_K} x {n}) and to be at least M"
+            ));
         }
         for (name, n) in [
             ("linear_forward", t.forward_tn * t.forward_ks),
@@ -673,6 +742,29 @@ mod tests {
         assert!(!d.merges(128, 10, true, &defaults) && d.merges(128, 10, false, &defaults));
         assert_eq!(d.fitted(256).merged_ks, 8);
         assert!(!FusedTiles { merge: false, ..d }.merges(128, 10, false, &lavapipe));
+    }
+
+    #[test]
+    fn tiled_needs_say_what_linear_forward_tiled_needs_and_which_layers_take_it() {
+        for (what, tiles) in FusedTiles::sweep() {
+            for (id, gather) in [(KernelId::LinearForwardTiled, false), (KernelId::LinearForwardTiledGather, true)] {
+                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+                assert_eq!(n, tiles.tiled_needs(gather), "{} with {what}", id.name());
+            }
+        }
+        // The default rule: 784-1024 at batch 256 (262,144 outputs) and 784-512 at 256 take the
+        // tiled forward; MNIST's 784-128 at 64 (8,192) does not; never where the device has
+        // too few invocations or too little workgroup memory for it, whatever the shape.
+        let defaults = wgpu::Limits::defaults();
+        let d = FusedTiles::DEFAULT;
+        assert!(d.forward_tiled(256, 1024, true, &defaults) && d.forward_tiled(256, 512, false, &defaults));
+        assert!(!d.forward_tiled(64, 128, false, &defaults) && !d.forward_tiled(64, 1024, false, &defaults));
+        let small = wgpu::Limits { max_compute_workgroup_storage_size: 8192, ..defaults.clone() };
+        assert!(!d.forward_tiled(256, 1024, false, &small));
+        let few = wgpu::Limits { max_compute_invocations_per_workgroup: 64, ..defaults.clone() };
+        assert_eq!(d.fitted(64).tiled_s, 1);
+        assert!(!d.forward_tiled(256, 1024, false, &few));
+        assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, false, &defaults));
     }
 
     #[test]

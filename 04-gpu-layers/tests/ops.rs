@@ -410,6 +410,49 @@ fn linear_forward_fused() {
     }
 }
 
+/// `linear_forward_tiled` (forced onto every shape, `tiled_min: 1`) against the CPU: awkward
+/// widths and batches (rows and columns past its 32 x 64 tile, k past a round of 32), in every
+/// tile size `--sweep` times, each checked to run the tiled kernel.
+#[test]
+fn linear_forward_tiled() {
+    let d = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
+    let variants = [d, FusedTiles { tiled_s: 1, ..d }, FusedTiles { tiled_s: 4, ..d }, FusedTiles { tiled_m: 64, ..d }, FusedTiles {
+        tiled_n: 128,
+        ..d
+    }];
+    for (v, tiles) in variants.into_iter().enumerate() {
+        let kernels = Kernels::with_tiles(tiles);
+        for (mb, b) in BATCHES {
+            for (i, o) in [(1, 1), (17, 63), (65, 17), (257, 129), (784, 65)] {
+                // Every variant on every shape would take minutes on lavapipe: the default
+                // tiles everywhere, the others on two shapes.
+                if v > 0 && !matches!((i, o), (17, 63) | (257, 129)) {
+                    continue;
+                }
+                for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
+                    let mut c = Case::new();
+                    let x = c.tensor("x", Dim::Batch, i, Elem::F32);
+                    let p = c.tensor("params", Dim::Fixed(i + 1), o, Elem::F32);
+                    let y = c.output("y", Dim::Batch, o);
+                    let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act };
+                    c.check_with(&kernels, std::slice::from_ref(&op), mb, b, tol(i));
+                    let names = gpu_layers::plan(&[op], &tiles, false, &test_context().limits, mb);
+                    assert_eq!(names, ["linear_forward_tiled"], "{tiles:?}");
+                }
+            }
+        }
+    }
+    // Below `tiled_min`, linear_forward.
+    let x = View { tensor: TensorId(0), rows: Dim::Batch, cols: 784 };
+    let y = View { tensor: TensorId(2), rows: Dim::Batch, cols: 128 };
+    let op = Op::LinearForward { x, params: TensorId(1), y, act: None };
+    let limits = &test_context().limits;
+    assert_eq!(gpu_layers::plan(std::slice::from_ref(&op), &FusedTiles::DEFAULT, false, limits, 64), ["linear_forward"]);
+    let wide = View { cols: 1024, ..y };
+    let op = Op::LinearForward { x, params: TensorId(1), y: wide, act: None };
+    assert_eq!(gpu_layers::plan(&[op], &FusedTiles::DEFAULT, true, limits, 256), ["linear_forward_tiled (gathering)"]);
+}
+
 #[test]
 fn linear_backward_input_fused() {
     for (mb, b) in BATCHES {

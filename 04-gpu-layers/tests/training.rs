@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use common::{GpuContext, assert_close, test_context};
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, NetworkSpec, Optimizer, Routing};
+use gpu_layers::{Activation, CpuTrainer, Fusion, FusedTiles, GpuTrainer, Kernels, LayersError, Loss, NetworkSpec, Optimizer, Routing};
 
 fn kernels() -> &'static Arc<Kernels> {
     static K: OnceLock<Arc<Kernels>> = OnceLock::new();
@@ -534,6 +534,10 @@ fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
     // workgroup memory for the staged rows).
     let (ctx, kernels) = webgpu_defaults();
     gathered_steps_match_cpu(ctx, kernels);
+    // And with the tiled forward of wide layers, forced onto this small one (not merged with
+    // the output layer, which would take precedence).
+    let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, merge: false, ..FusedTiles::DEFAULT });
+    gathered_steps_match_cpu(test_context(), &tiled);
 }
 
 fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
@@ -545,6 +549,9 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
         assert!(g.can_gather());
         let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+        let tiled = kernels.tiles().forward_tiled(batch, 11, true, &ctx.limits);
+        let first = g.step_kernels(Some(gathered))[0];
+        assert!(first.ends_with(" (gathering)") && first.contains("tiled") == tiled, "{first}");
         let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
         for s in 0..n.div_ceil(batch) {
             let (x, labels) = bytes.batch(s, batch, inputs);
