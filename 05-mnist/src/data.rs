@@ -204,14 +204,40 @@ pub fn normalize_into(pixels: &[u8], out: &mut [f32]) {
 /// CPU reference of the GPU gather kernel: the batch `order[first .. first + count]` of `data`.
 /// Returns `x: [count, 784]` normalized f32 and `labels: [count]`.
 pub fn gather_batch_cpu(data: &Dataset, order: &[u32], first: usize, count: usize) -> (Vec<f32>, Vec<u8>) {
-    let mut x = vec![0f32; count * PIXELS];
-    let mut labels = Vec::with_capacity(count);
-    for (r, &i) in order[first..first + count].iter().enumerate() {
+    let (mut x, mut labels) = (Vec::new(), Vec::new());
+    gather_batch_into(data, order, first, count, &mut x, &mut labels);
+    (x, labels)
+}
+
+/// [`gather_batch_cpu`] into vectors the caller keeps from batch to batch (their old contents
+/// are replaced), so a training loop allocates and zeroes nothing per batch.
+pub fn gather_batch_into(data: &Dataset, order: &[u32], first: usize, count: usize, x: &mut Vec<f32>, labels: &mut Vec<u8>) {
+    x.clear();
+    labels.clear();
+    x.reserve(count * PIXELS);
+    for &i in &order[first..first + count] {
         let i = i as usize;
-        normalize_into(data.image(i), &mut x[r * PIXELS..(r + 1) * PIXELS]);
+        x.extend(data.image(i).iter().map(|&p| p as f32 * SCALE + SHIFT));
         labels.push(data.labels[i]);
     }
-    (x, labels)
+}
+
+/// Asks the CPU to bring the images of the batch `order[first .. first + count]` into its caches
+/// (x86-64 prefetch instructions; a no-op elsewhere), without waiting for them. A shuffled batch
+/// is 64 images scattered over 47 MB: gathered cold, each of its 832 cache lines is a miss to
+/// memory, which cost the CPU trainer about a sixth of its epoch. Asked for during the step
+/// before, the lines arrive while that step computes.
+pub fn prefetch_batch(data: &Dataset, order: &[u32], first: usize, count: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for &i in &order[first.min(order.len())..(first + count).min(order.len())] {
+        let image = data.image(i as usize);
+        for line in (0..image.len()).step_by(64) {
+            // SAFETY: a prefetch reads nothing and faults on nothing; the address is inside the image.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(image.as_ptr().add(line).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, order, first, count);
 }
 
 #[cfg(test)]
@@ -234,6 +260,22 @@ mod tests {
         let err = Dataset::new(vec![0; PIXELS * 2 + 1], vec![1, 2]).unwrap_err().to_string();
         assert!(err.contains("for 2 labels"), "{err}");
         assert!(Dataset::new(vec![0; PIXELS], vec![12]).is_err());
+    }
+
+    #[test]
+    fn gather_into_reused_vectors_equals_a_fresh_gather_and_prefetch_is_harmless() {
+        let images: Vec<u8> = (0..5 * PIXELS).map(|i| (i * 7 % 251) as u8).collect();
+        let ds = Dataset::new(images, vec![1, 2, 3, 4, 5]).unwrap();
+        let order = [4, 2, 0, 3, 1];
+        // Stale, longer contents first: they must be replaced, not added to.
+        let (mut x, mut labels) = (vec![f32::NAN; 7 * PIXELS], vec![9u8; 7]);
+        for (first, count) in [(0, 3), (3, 2), (1, 4)] {
+            gather_batch_into(&ds, &order, first, count, &mut x, &mut labels);
+            assert_eq!((x.clone(), labels.clone()), gather_batch_cpu(&ds, &order, first, count));
+        }
+        // Prefetching past the end of the order (the batch after the last) asks for nothing.
+        prefetch_batch(&ds, &order, 5, 64);
+        prefetch_batch(&ds, &order, 3, 64);
     }
 
     #[test]

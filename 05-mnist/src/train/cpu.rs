@@ -10,7 +10,7 @@ use cpu_matrix::Matrix;
 use gpu_layers::{CpuTrainer, LayersError, NetworkSpec};
 
 use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
-use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu};
+use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu, gather_batch_into, prefetch_batch};
 use crate::error::Result;
 use crate::model_io::Model;
 
@@ -52,12 +52,16 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         let start = Instant::now();
         let mut last_report = start;
         let mut sums = Sums::default();
+        let (mut pixels, mut labels) = (Vec::new(), Vec::new());
         for b in 0..batches {
             let first = b * batch;
             let rows = batch.min(n - first);
-            let (x, labels) = gather_batch_cpu(&data.train, &order, first, rows);
-            let x = Matrix::new(rows, PIXELS, x).map_err(LayersError::from)?;
+            gather_batch_into(&data.train, &order, first, rows, &mut pixels, &mut labels);
+            // The next batch's images travel into the caches while this step computes.
+            prefetch_batch(&data.train, &order, first + rows, batch);
+            let x = Matrix::new(rows, PIXELS, std::mem::take(&mut pixels)).map_err(LayersError::from)?;
             net.train_step(&x, &labels)?;
+            pixels = x.data;
             sums.add(checked(net.take_metrics(), epoch, b + 1, cfg)?);
             if last_report.elapsed() >= PROGRESS_EVERY || b + 1 == batches {
                 last_report = Instant::now();
