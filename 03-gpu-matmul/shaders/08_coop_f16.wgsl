@@ -28,6 +28,8 @@
 //    48 KiB of workgroup memory (the tuner's `s1` tiles). On the H200 one buffer with 32-deep
 //    steps is the fastest tile (278 TFLOP/s for the product at n = 4096, against 190 for two
 //    buffers with 16-deep steps; see the README), so it is the ladder's first.
+//    FRAG_PREFETCH (the tuner's `pf` tiles, candidates not yet timed on a GPU): with STAGES = 1
+//    or 2, each 16-deep sub-step's fragments are loaded from the tiles one sub-step ahead.
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
@@ -81,6 +83,7 @@ const WM: u32 = 64u;            // rows of C per subgroup (16 FM)
 const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
 const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
 const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct loads)
+const FRAG_PREFETCH: bool = false; // STAGES = 1, 2: fragments loaded one 16-deep sub-step ahead
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -322,7 +325,8 @@ fn main(
     var a2: coop_mat16x16<f16, A>; var a3: coop_mat16x16<f16, A>;
     var b0: coop_mat16x16<f16, B>; var b1: coop_mat16x16<f16, B>;
     var b2: coop_mat16x16<f16, B>; var b3: coop_mat16x16<f16, B>;
-    // STAGES = 0: the next 16-deep step's fragments, loaded during this step's multiply-adds.
+    // STAGES = 0, or FRAG_PREFETCH: the next 16-deep step's fragments, loaded during this
+    // step's multiply-adds.
     var na0: coop_mat16x16<f16, A>; var na1: coop_mat16x16<f16, A>;
     var na2: coop_mat16x16<f16, A>; var na3: coop_mat16x16<f16, A>;
     var nb0: coop_mat16x16<f16, B>; var nb1: coop_mat16x16<f16, B>;
@@ -354,6 +358,18 @@ fn main(
             stash(tid, 0u); // tile t, fetched during the last step
             workgroupBarrier();
         }
+        if STAGES > 0u && FRAG_PREFETCH {
+            // Tile t is in buffer h now (STAGES = 2: since the barrier that ended the last
+            // step): the first sub-step's fragments.
+            na0 = frag_a(h, wi, 0u);
+            if FM > 1u { na1 = frag_a(h, wi + 16u, 0u); }
+            if FM > 2u { na2 = frag_a(h, wi + 32u, 0u); }
+            if FM > 3u { na3 = frag_a(h, wi + 48u, 0u); }
+            nb0 = frag_b(h, 0u, wj);
+            if FN > 1u { nb1 = frag_b(h, 0u, wj + 16u); }
+            if FN > 2u { nb2 = frag_b(h, 0u, wj + 32u); }
+            if FN > 3u { nb3 = frag_b(h, 0u, wj + 48u); }
+        }
         if STAGES > 0u && more {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
@@ -375,6 +391,22 @@ fn main(
                     if FN > 1u { nb1 = copy_b(p, j + 16u); }
                     if FN > 2u { nb2 = copy_b(p, j + 32u); }
                     if FN > 3u { nb3 = copy_b(p, j + 48u); }
+                }
+            } else if FRAG_PREFETCH {
+                // This sub-step's fragments were loaded before the last sub-step's multiply-adds
+                // (or after the barrier); ask for the next sub-step's of the same tile now.
+                // (`q + 16u < BK`: the same for the whole workgroup, as the loop over q.)
+                a0 = na0; a1 = na1; a2 = na2; a3 = na3;
+                b0 = nb0; b1 = nb1; b2 = nb2; b3 = nb3;
+                if q + 16u < BK {
+                    na0 = frag_a(h, wi, q + 16u);
+                    if FM > 1u { na1 = frag_a(h, wi + 16u, q + 16u); }
+                    if FM > 2u { na2 = frag_a(h, wi + 32u, q + 16u); }
+                    if FM > 3u { na3 = frag_a(h, wi + 48u, q + 16u); }
+                    nb0 = frag_b(h, q + 16u, wj);
+                    if FN > 1u { nb1 = frag_b(h, q + 16u, wj + 16u); }
+                    if FN > 2u { nb2 = frag_b(h, q + 16u, wj + 32u); }
+                    if FN > 3u { nb3 = frag_b(h, q + 16u, wj + 48u); }
                 }
             } else {
                 a0 = frag_a(h, wi, q);

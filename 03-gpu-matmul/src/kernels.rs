@@ -282,7 +282,8 @@ impl Kernel {
             ],
             // Subgroup blocks of 64 x 64 and 64 x 32; k-steps of 16, 32 and 64; one buffer (two
             // barriers per step) or two (one barrier), or none (direct: fragments loaded from
-            // the copies, no barriers); 4 or 8 subgroups; swizzle groups of 1 (none), 8 and 16.
+            // the copies, no barriers); 4 or 8 subgroups; swizzle groups of 1 (none), 8 and 16;
+            // fragments loaded one sub-step ahead from workgroup memory (`pf`) or not.
             Kernel::CoopF16 => vec![
                 t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1),
                 t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2),
@@ -305,6 +306,12 @@ impl Kernel {
                 t(128, 128, 32, 16, 16).warp(64, 64).group(8).direct(),
                 t(128, 256, 32, 16, 16).warp(64, 64).group(8).direct(),
                 t(64, 128, 32, 16, 16).warp(32, 64).group(8).direct(),
+                // Fragment prefetch (`pf`): the next 16-deep sub-step's fragments are loaded from
+                // workgroup memory before this one's multiply-adds. Not yet timed on a GPU.
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).prefetch(),
+                t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).prefetch(),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(2).prefetch(),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2).prefetch(),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -345,6 +352,11 @@ impl Kernel {
         if (self == Kernel::CoopF16) != (tile.stages != 0 || tile.direct) || tile.stages > 2 || (tile.direct && tile.stages != 0) {
             return bad("kernel 08 keeps 1 or 2 buffers of its tiles (stages) or none (direct, stages 0); the others have \
                         no such choice (stages 0, not direct)"
+                .into());
+        }
+        if tile.prefetch && (self != Kernel::CoopF16 || tile.stages == 0) {
+            return bad("only kernel 08's staged tiles (stages 1 or 2) prefetch fragments from workgroup memory (pf); \
+                        direct tiles always load one step ahead"
                 .into());
         }
         if warp_level && (tile.warps() == 0 || tile.gm == 0) {
@@ -435,6 +447,7 @@ impl Kernel {
                 ] {
                     consts.push((name, u(v)));
                 }
+                consts.push(("FRAG_PREFETCH", tile.prefetch.to_string()));
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
                 // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
@@ -468,9 +481,10 @@ impl fmt::Display for Kernel {
 /// computes a `wm x wn` block of the workgroup's, and workgroups are launched `gm` row bands
 /// at a time (the swizzle that keeps shared tiles in the L2 cache). Kernel 08 also keeps
 /// `stages` buffers of its tiles in workgroup memory (1 or 2), or none: `direct`, where each
-/// subgroup loads its fragments straight from the f16 copies (`stages = 0`). Elsewhere
-/// `wm = wn = 0`, `gm = 1`, `stages = 0`, `direct = false`. In kernel 06 `tm x tn` is one
-/// subgroup's block; in kernel 08 it is the 16 x 16 fragment.
+/// subgroup loads its fragments straight from the f16 copies (`stages = 0`); with tiles in
+/// workgroup memory it may load each sub-step's fragments one sub-step ahead (`prefetch`).
+/// Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`, `direct = false`, `prefetch = false`. In
+/// kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tile {
     pub bm: u32,
@@ -486,12 +500,16 @@ pub struct Tile {
     /// fragments straight from the f16 copies in the storage buffers, one 16-deep step ahead,
     /// with no barriers in the k-loop; `bk` is then only the depth of one loop iteration.
     pub direct: bool,
+    /// Kernel 08 with `stages` 1 or 2: within each k-step, the fragments of the next 16-deep
+    /// sub-step are loaded from workgroup memory into a second set before this sub-step's
+    /// multiply-adds are issued, so the loads overlap the math (WGSL `FRAG_PREFETCH`).
+    pub prefetch: bool,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false }
     }
 
     /// The same tile with `stages` buffers of the shared tiles (kernel 08).
@@ -502,7 +520,13 @@ impl Tile {
     /// The same tile with no shared tiles: fragments loaded straight from the f16 copies
     /// (kernel 08).
     pub const fn direct(self) -> Self {
-        Self { stages: 0, direct: true, ..self }
+        Self { stages: 0, direct: true, prefetch: false, ..self }
+    }
+
+    /// The same tile loading each 16-deep sub-step's fragments from workgroup memory one
+    /// sub-step ahead (kernel 08 with `stages` 1 or 2).
+    pub const fn prefetch(self) -> Self {
+        Self { prefetch: true, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -534,8 +558,9 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages` and ` direct` where set:
-/// `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`, `128x128x32/16x16 w64x64 g8 direct`.
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct` and ` pf` where
+/// set: `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`,
+/// `128x128x32/16x16 w64x64 g8 direct`, `128x128x32/16x16 w64x64 g8 s1 pf`.
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}x{}/{}x{}", self.bm, self.bn, self.bk, self.tm, self.tn)?;
@@ -550,6 +575,9 @@ impl fmt::Display for Tile {
         }
         if self.direct {
             write!(f, " direct")?;
+        }
+        if self.prefetch {
+            write!(f, " pf")?;
         }
         Ok(())
     }
