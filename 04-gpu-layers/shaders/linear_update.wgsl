@@ -14,7 +14,7 @@
 // sums every UPD_RS-th row for its 16 parameters (one vec4 of x and one of dy per row, 16
 // multiply-adds), then the slices' partial sums meet in workgroup memory and each invocation
 // moves 1024 / (64 x UPD_RS) parameters. Splitting the batch over slices shortens each chain of
-// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4. The
+// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4, 8. The
 // parameters and their optimizer state are loaded at the start, while the rows are staged,
 // because they do not depend on the gradient. Putting both layers in one dispatch saves a
 // dispatch (and its barrier) per training step, where the device allows the 11 storage buffers
@@ -56,7 +56,7 @@ const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at 
 
 // x rows (k0..k0+T) in the first half, dy rows (j0..j0+T) in the second, as vec4 quads; after
 // the last round the slices' partial sums: [UPD_RS][TQ * TQ][4] vec4.
-var<workgroup> sh: array<vec4<f32>, 2u * UPD_R * TQ>;
+var<workgroup> sh: array<vec4<f32>, max(2u * UPD_R * TQ, UPD_RS * TQ * TQ * 4u)>;
 
 // WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
 // is the same for the whole workgroup, so these branches never diverge.
@@ -189,22 +189,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
     var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
+    // Rounds of UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
+    // for dy. Each round's quads are loaded into registers during the round before (the first
+    // here), so a batch of several rounds waits for memory about once, not once per round.
+    var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+    var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+    for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
+        let i = li + m * THREADS;
+        xq[m] = x_quad(is_b, shape, i / TQ, k0 + 4u * (i % TQ));
+        dq[m] = dy_quad(is_b, shape, i / TQ, j0 + 4u * (i % TQ));
+    }
     for (var r0 = 0u; r0 < batch.rows; r0 += UPD_R) {
-        // Stage UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
-        // for dy. Every invocation loads its quads before storing any.
-        var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
-        var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
-        for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
-            let i = li + m * THREADS;
-            xq[m] = x_quad(is_b, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
-            dq[m] = dy_quad(is_b, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
-        }
         for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
             let i = li + m * THREADS;
             sh[i] = xq[m];
             sh[UPD_R * TQ + i] = dq[m];
         }
         workgroupBarrier();
+        let next = r0 + UPD_R;
+        if next < batch.rows {
+            for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
+                let i = li + m * THREADS;
+                xq[m] = x_quad(is_b, shape, next + i / TQ, k0 + 4u * (i % TQ));
+                dq[m] = dy_quad(is_b, shape, next + i / TQ, j0 + 4u * (i % TQ));
+            }
+        }
         for (var rr = s; rr < UPD_R; rr += UPD_RS) {
             let xv = sh[rr * TQ + qk];
             let dv = sh[UPD_R * TQ + rr * TQ + qj];

@@ -118,7 +118,7 @@ impl KernelId {
             KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather => vec![
                 ("FT_M", tiles.tiled_m),
                 ("FT_N", tiles.tiled_n),
-                ("FT_K", wgsl::TILED_K),
+                ("FT_K", tiles.tiled_k),
                 ("FT_S", tiles.tiled_s),
                 ("TR", tiles.tiled_m),
                 ("TN", tiles.tiled_invocations()),

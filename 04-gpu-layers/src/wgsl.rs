@@ -92,12 +92,11 @@ pub struct FusedTiles {
     pub tiled_m: u32,
     /// `linear_forward_tiled`: columns per workgroup (`FT_N`, a multiple of 4).
     pub tiled_n: u32,
-    /// `linear_forward_tiled`: slices of each k round (`FT_S`: 1, 2, 4 or 8).
+    /// `linear_forward_tiled`: values of k staged per round (`FT_K`: 16, 32, 64 or 128).
+    pub tiled_k: u32,
+    /// `linear_forward_tiled`: slices of each k round (`FT_S`: 1, 2, 4 or 8, at most `FT_K / 4`).
     pub tiled_s: u32,
 }
-
-/// `linear_forward_tiled`'s k rounds: values of k staged per round (WGSL `FT_K`).
-pub const TILED_K: u32 = 32;
 
 impl FusedTiles {
     /// The fastest of `gpu-layers --sweep`'s variants on the H200 for the MNIST step (784-128-10,
@@ -125,6 +124,7 @@ impl FusedTiles {
         tiled_min: 128 * 1024,
         tiled_m: 32,
         tiled_n: 64,
+        tiled_k: 32,
         tiled_s: 2,
     };
 
@@ -159,13 +159,13 @@ impl FusedTiles {
         for v in [4, 16] {
             add(format!("forward U {v}"), FusedTiles { forward_u: v, ..d });
         }
-        for v in [64, 128] {
+        for v in [64, 128, 512, 1024] {
             add(format!("output WG {v}"), FusedTiles { output_wg: v, ..d });
         }
         for v in [2, 4, 8] {
             add(format!("output rows {v}"), FusedTiles { output_rows: v, ..d });
         }
-        for v in [1, 2] {
+        for v in [1, 2, 8] {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
         add("not merged".into(), FusedTiles { merge: false, ..d });
@@ -182,6 +182,9 @@ impl FusedTiles {
         add("tiled M 64".into(), FusedTiles { tiled_m: 64, ..tiled });
         add("tiled N 128".into(), FusedTiles { tiled_n: 128, ..tiled });
         add("tiled M 16".into(), FusedTiles { tiled_m: 16, ..tiled });
+        for k in [16, 64, 128] {
+            add(format!("tiled K {k}"), FusedTiles { tiled_k: k, ..tiled });
+        }
         add("never tiled".into(), FusedTiles { tiled_min: u32::MAX, ..d });
         out
     }
@@ -196,8 +199,8 @@ impl FusedTiles {
     /// round's x and W tiles or the slices' partial sums, whichever is larger, as vec4 (plus
     /// the gathering form's one unused float of `xs`); the storage buffers its files declare.
     pub fn tiled_needs(&self, gather: bool) -> Needs {
-        let (m, n, s) = (self.tiled_m, self.tiled_n, self.tiled_s);
-        let tiles = m * TILED_K / 4 + TILED_K * n / 4;
+        let (m, n, k, s) = (self.tiled_m, self.tiled_n, self.tiled_k, self.tiled_s);
+        let tiles = m * k / 4 + k * n / 4;
         let partials = (s - 1) * m * n / 4;
         let vec4s = tiles.max(partials).max(1);
         Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s + if gather { 4 } else { 0 }, storage_buffers: if gather { 7 } else { 4 } }
@@ -277,8 +280,8 @@ impl FusedTiles {
         if t.forward_tn == 0 || t.forward_ks == 0 || t.forward_tr == 0 || t.forward_u == 0 || t.forward_tr > 16 || t.forward_u > 32 {
             return fail("linear_forward needs TN, KS >= 1, 1 <= TR <= 16, 1 <= U <= 32".into());
         }
-        if !pow2(t.update_slices) || t.update_slices > 2 * LINEAR_UPDATE_R / 16 {
-            return fail(format!("linear_update needs 1, 2, 4 or 8 slices (its partial sums fill {} floats)", 8 * LINEAR_UPDATE_R));
+        if !pow2(t.update_slices) || t.update_slices > 8 {
+            return fail("linear_update needs 1, 2, 4 or 8 slices".into());
         }
         if t.output_rows == 0 || t.output_rows > t.output_wg {
             return fail("output_layer needs 1 <= rows <= invocations".into());
@@ -286,13 +289,14 @@ impl FusedTiles {
         if t.merged_tn == 0 || t.merged_ks == 0 || !(1..=8).contains(&t.merged_cb) || !(1..=16).contains(&t.merged_tr) {
             return fail("forward_output needs TN, KS >= 1, 1 <= CB <= 8, 1 <= TR <= 16".into());
         }
-        let (m, n, s) = (t.tiled_m, t.tiled_n, t.tiled_s);
+        let (m, n, k, s) = (t.tiled_m, t.tiled_n, t.tiled_k, t.tiled_s);
         let threads = t.tiled_invocations();
         let whole = |v: u32| threads > 0 && v.is_multiple_of(threads);
-        if m == 0 || n == 0 || !m.is_multiple_of(4) || !n.is_multiple_of(4) || ![1, 2, 4, 8].contains(&s) || !whole(m * TILED_K) || !whole(TILED_K * n) || threads < m {
+        let shapes = m > 0 && n > 0 && m.is_multiple_of(4) && n.is_multiple_of(4) && [16, 32, 64, 128].contains(&k);
+        if !shapes || ![1, 2, 4, 8].contains(&s) || s > k / 4 || !whole(m * k) || !whole(k * n) || threads < m {
             return fail(format!(
-                "linear_forward_tiled needs M and N multiples of 4, 1, 2, 4 or 8 slices, and its {threads} invocations to divide \
-                 both tiles ({m} x {TILED_K} and {TILED_K} x {n}) and to be at least M"
+                "linear_forward_tiled needs M and N multiples of 4, K of 16, 32, 64 or 128, 1, 2, 4 or 8 slices (at most K / 4), \
+                 and its {threads} invocations to divide both tiles ({m} x {k} and {k} x {n}) and to be at least M"
             ));
         }
         for (name, n) in [

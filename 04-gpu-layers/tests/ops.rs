@@ -411,15 +411,20 @@ fn linear_forward_fused() {
 }
 
 /// `linear_forward_tiled` (forced onto every shape, `tiled_min: 1`) against the CPU: awkward
-/// widths and batches (rows and columns past its 32 x 64 tile, k past a round of 32), in every
-/// tile size `--sweep` times, each checked to run the tiled kernel.
+/// widths and batches (rows and columns past its 32 x 64 tile, k past a round of 32), in the
+/// tile sizes `--sweep` times that fit this adapter, each checked to run the tiled kernel.
 #[test]
 fn linear_forward_tiled() {
     let d = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
-    let variants = [d, FusedTiles { tiled_s: 1, ..d }, FusedTiles { tiled_s: 4, ..d }, FusedTiles { tiled_m: 64, ..d }, FusedTiles {
-        tiled_n: 128,
-        ..d
-    }];
+    let variants = [
+        d,
+        FusedTiles { tiled_s: 1, ..d },
+        FusedTiles { tiled_s: 4, ..d },
+        FusedTiles { tiled_m: 64, ..d },
+        FusedTiles { tiled_n: 128, ..d },
+        FusedTiles { tiled_k: 16, ..d },
+        FusedTiles { tiled_k: 64, ..d },
+    ];
     for (v, tiles) in variants.into_iter().enumerate() {
         let kernels = Kernels::with_tiles(tiles);
         for (mb, b) in BATCHES {
