@@ -45,11 +45,8 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
-// T, the parameters per tile side, comes from the prelude (the host sizes the grid with it).
-const R: u32 = 32u; // batch rows staged per round
-
 // T (the tile side the host divides by), UPD_RS (batch slices) and UPD_R (rows per round) come
-// from the prelude.
+// from the prelude (src/wgsl.rs, `FusedTiles`).
 const TQ: u32 = T / 4u;                  // 4-wide blocks along a tile side
 const THREADS: u32 = TQ * TQ * UPD_RS;   // invocations per workgroup
 const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at the end

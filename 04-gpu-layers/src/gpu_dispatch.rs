@@ -428,7 +428,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
         ),
         Op::LinearUpdate { first, second, counters, opt } => {
             // Workgroups: T x T tiles of each layer's [(in + 1), out] parameters.
-            let t = wgsl::LINEAR_UPDATE_T as usize;
+            let t = tiles.update_t as usize;
             let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(t), l.dy.cols.div_ceil(t));
             let (ta, tb) = (tiles(&first), second.as_ref().map_or((0, 1), tiles));
             let groups = ta.0 * ta.1 + tb.0 * tb.1;

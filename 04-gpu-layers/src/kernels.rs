@@ -155,7 +155,7 @@ impl KernelId {
                 c
             }
             KernelId::LinearUpdate => {
-                vec![("T", wgsl::LINEAR_UPDATE_T), ("UPD_R", wgsl::LINEAR_UPDATE_R), ("UPD_RS", tiles.update_slices)]
+                vec![("T", tiles.update_t), ("UPD_R", tiles.update_r), ("UPD_RS", tiles.update_slices)]
             }
             _ => vec![],
         }

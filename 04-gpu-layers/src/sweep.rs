@@ -64,7 +64,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let opt = Optimizer::sgd(0.1, 0.0);
     println!(
-        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update slices; merged TN CB KS TR)",
+        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update slices T R; merged TN CB KS TR)",
         "variant", "us/step"
     );
     let mut default_kernels = None;
@@ -97,7 +97,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         let parts: Vec<String> = tape.dispatch_names(train).iter().zip(&alone).map(|(n, us)| format!("{n} {us:.2}")).collect();
         let merged = if t.merge { format!("{} {} {} {}", t.merged_tn, t.merged_cb, t.merged_ks, t.merged_tr) } else { "off".into() };
         println!(
-            "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {}; {merged}",
+            "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {} {} {}; {merged}",
             parts.join(", "),
             t.forward_tn,
             t.forward_ks,
@@ -105,7 +105,9 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.forward_u,
             t.output_wg,
             t.output_rows,
-            t.update_slices
+            t.update_slices,
+            t.update_t,
+            t.update_r
         );
         if what == "default" {
             default_kernels = Some(kernels);

@@ -28,14 +28,7 @@ pub const WG: u32 = 256;
 pub const ROW_WG: u32 = 64;
 /// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).
 pub const COLUMN_SUM_COLS: u32 = 32;
-/// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (WGSL `T`); its
-/// invocations own 4 x 4 blocks of it, so `T` is a multiple of 4.
-pub const LINEAR_UPDATE_T: u32 = 32;
-const _: () = assert!(LINEAR_UPDATE_T.is_multiple_of(4), "linear_update.wgsl's invocations own 4 x 4 blocks");
-/// `linear_update`: rows of the batch staged per round (WGSL `UPD_R`); with the tile's x and dy
-/// rows as vec4 quads that is `2 * UPD_R * T / 4` vec4s of workgroup memory (16 KiB), which
-/// then holds the slices' partial sums: at most `2 * UPD_R / 16` slices.
-pub const LINEAR_UPDATE_R: u32 = 64;
+
 /// `output_layer`: floats of logits one workgroup keeps (WGSL `OUT_Z_SHARED`): a workgroup
 /// takes at most `OUT_Z_SHARED / classes` rows.
 pub const OUTPUT_Z_SHARED: u32 = MAX_CLASSES as u32;
@@ -68,8 +61,16 @@ pub struct FusedTiles {
     pub output_wg: u32,
     /// `output_layer`: rows per workgroup, at most (`OUT_RPW`).
     pub output_rows: u32,
-    /// `linear_update`: slices of the batch per workgroup, 64 invocations each (`UPD_RS`).
+    /// `linear_update`: slices of the batch per workgroup, `(T / 4)^2` invocations each
+    /// (`UPD_RS`).
     pub update_slices: u32,
+    /// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (`T`: 16,
+    /// 32 or 64); its invocations own 4 x 4 blocks of it.
+    pub update_t: u32,
+    /// `linear_update`: rows of the batch staged per round (`UPD_R`: 32, 64 or 128), as vec4
+    /// quads of the tile's x and dy columns: `2 x UPD_R x T / 4` vec4 of workgroup memory, which
+    /// then holds the slices' partial sums (`UPD_RS x (T / 4)^2 x 4` vec4), whichever is larger.
+    pub update_r: u32,
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
@@ -116,6 +117,8 @@ impl FusedTiles {
         output_wg: 256,
         output_rows: 1,
         update_slices: 4,
+        update_t: 32,
+        update_r: 64,
         merge: true,
         merged_tn: 32,
         merged_cb: 4,
@@ -168,6 +171,11 @@ impl FusedTiles {
         for v in [1, 2, 8] {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
+        add("update T 16".into(), FusedTiles { update_t: 16, ..d });
+        add("update T 64 slices 2".into(), FusedTiles { update_t: 64, update_slices: 2, ..d });
+        for v in [32, 128] {
+            add(format!("update R {v}"), FusedTiles { update_r: v, ..d });
+        }
         add("not merged".into(), FusedTiles { merge: false, ..d });
         add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
         add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
@@ -187,6 +195,12 @@ impl FusedTiles {
         }
         add("never tiled".into(), FusedTiles { tiled_min: u32::MAX, ..d });
         out
+    }
+
+    /// `linear_update`'s invocations per workgroup: a 4 x 4 block of the tile each, per slice of
+    /// the batch.
+    pub fn update_invocations(&self) -> u32 {
+        (self.update_t / 4) * (self.update_t / 4) * self.update_slices
     }
 
     /// `linear_forward_tiled`'s invocations per workgroup: a 4 x 4 block of outputs each, per
@@ -231,7 +245,7 @@ impl FusedTiles {
         while t.output_wg > max_invocations && t.output_wg > t.output_rows.max(1) {
             t.output_wg /= 2;
         }
-        while 64 * t.update_slices > max_invocations && t.update_slices > 1 {
+        while t.update_invocations() > max_invocations && t.update_slices > 1 {
             t.update_slices /= 2;
         }
         while t.merged_tn * t.merged_ks > max_invocations && t.merged_ks > 1 {
@@ -280,8 +294,14 @@ impl FusedTiles {
         if t.forward_tn == 0 || t.forward_ks == 0 || t.forward_tr == 0 || t.forward_u == 0 || t.forward_tr > 16 || t.forward_u > 32 {
             return fail("linear_forward needs TN, KS >= 1, 1 <= TR <= 16, 1 <= U <= 32".into());
         }
-        if !pow2(t.update_slices) || t.update_slices > 8 {
-            return fail("linear_update needs 1, 2, 4 or 8 slices".into());
+        let (ut, ur, us) = (t.update_t, t.update_r, t.update_slices);
+        let update_threads = (ut / 4) * (ut / 4) * us;
+        if !pow2(us) || us > 8 || ![16, 32, 64].contains(&ut) || ![32, 64, 128].contains(&ur) || !(ur * ut / 4).is_multiple_of(update_threads) {
+            return fail(format!(
+                "linear_update needs 1, 2, 4 or 8 slices, T of 16, 32 or 64, 32, 64 or 128 rows per round, and its {update_threads} \
+                 invocations to divide the round's {} quads",
+                ur * ut / 4
+            ));
         }
         if t.output_rows == 0 || t.output_rows > t.output_wg {
             return fail("output_layer needs 1 <= rows <= invocations".into());
@@ -302,7 +322,7 @@ impl FusedTiles {
         for (name, n) in [
             ("linear_forward", t.forward_tn * t.forward_ks),
             ("output_layer", t.output_wg),
-            ("linear_update", 64 * t.update_slices),
+            ("linear_update", t.update_invocations()),
         ] {
             if n > max_invocations {
                 return fail(format!("{name} needs {n} invocations per workgroup; the adapter allows {max_invocations}"));
