@@ -30,8 +30,10 @@ fn guarded_tanh(z: f32) -> f32 {
     return select(tanh(z), sign(z), abs(z) > 15.0);
 }
 
-// Both activations let NaN through (max(NaN, 0) may return 0 on some GPUs and would hide a
-// broken input), so a NaN anywhere reaches the loss, where take_metrics reports it.
+// ReLU is written to let NaN through (max(NaN, 0) may return 0 on some GPUs and would hide a
+// broken input), but WGSL lets a compiler assume floats are finite and rewrite it: on lavapipe
+// on an Intel Xeon build machine, a NaN input of a ReLU network did not reach the loss. So the
+// trainers refuse non-finite inputs on the host (`Network::check_finite_input`).
 fn activate(z: f32, act: u32) -> f32 {
     if act == ACT_RELU {
         return select(z, 0.0, z < 0.0);

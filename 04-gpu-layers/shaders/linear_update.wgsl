@@ -186,31 +186,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
     var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
-    // Rounds of UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
-    // for dy. Each round's quads are loaded into registers during the round before (the first
-    // here), so a batch of several rounds waits for memory about once, not once per round.
-    var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
-    var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
-    for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
-        let i = li + m * THREADS;
-        xq[m] = x_quad(is_b, shape, i / TQ, k0 + 4u * (i % TQ));
-        dq[m] = dy_quad(is_b, shape, i / TQ, j0 + 4u * (i % TQ));
-    }
     for (var r0 = 0u; r0 < batch.rows; r0 += UPD_R) {
+        // Stage UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
+        // for dy. Every invocation loads its quads before storing any.
+        var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+        var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
+        for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
+            let i = li + m * THREADS;
+            xq[m] = x_quad(is_b, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
+            dq[m] = dy_quad(is_b, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
+        }
         for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
             let i = li + m * THREADS;
             sh[i] = xq[m];
             sh[UPD_R * TQ + i] = dq[m];
         }
         workgroupBarrier();
-        let next = r0 + UPD_R;
-        if next < batch.rows {
-            for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
-                let i = li + m * THREADS;
-                xq[m] = x_quad(is_b, shape, next + i / TQ, k0 + 4u * (i % TQ));
-                dq[m] = dy_quad(is_b, shape, next + i / TQ, j0 + 4u * (i % TQ));
-            }
-        }
         for (var rr = s; rr < UPD_R; rr += UPD_RS) {
             let xv = sh[rr * TQ + qk];
             let dv = sh[UPD_R * TQ + rr * TQ + qj];

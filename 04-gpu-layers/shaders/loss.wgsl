@@ -7,10 +7,12 @@
 // the rows of a batch queue up and retry on one address; integer adds never retry, and the
 // sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU twin
 // computes exactly the same bits. The carry out of the low word is detected from the value
-// atomicAdd returns, so concurrent adds stay exact. A NaN or absurd loss (> 1e12) is counted
-// instead, and take_metrics reports it.
+// atomicAdd returns, so concurrent adds stay exact. A NaN or infinite loss (all exponent bits
+// set) or an absurd one (> 1e12) is counted instead, and take_metrics reports it. The test is on
+// the bits: WGSL lets a compiler assume floats are finite, so a float comparison meant to catch
+// NaN may be rewritten into one that does not; an integer test cannot be.
 fn add_loss(loss: f32) {
-    if !(loss <= 1e12) {
+    if (bitcast<u32>(loss) & 0x7f800000u) == 0x7f800000u || loss > 1e12 {
         atomicAdd(&counters[COUNTER_NON_FINITE], 1u);
         return;
     }

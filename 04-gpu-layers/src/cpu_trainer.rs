@@ -137,6 +137,7 @@ impl CpuTrainer {
     fn load_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
         self.net.check_batch(x.rows, x.cols, &labels, self.tape.max_batch)?;
+        Network::check_finite_input(&x.data, x.cols)?;
         self.tape.set_batch(x.rows)?;
         self.tape.f32_mut(self.net.input)[..x.data.len()].copy_from_slice(&x.data);
         self.tape.u32_mut(self.net.labels)[..labels.len()].copy_from_slice(&labels);

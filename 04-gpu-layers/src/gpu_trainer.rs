@@ -30,13 +30,11 @@ pub enum Routing {
 /// The size of a hidden layer's products, `max_batch x outputs`, from which stage 03's f32
 /// matmul (kernel 05, with separate bias, activation, column-sum and optimizer dispatches) beats
 /// the fused layer kernels on the H200 (`gpu-layers --sweep`, wide-layer table of
-/// `results/h200-sweep.txt`: at 512 x 1024 159.6 against 196.8 us per step; at 256 x 1024 114.9
-/// against 107.7, 512 x 512 129.4 against 117.8).
-pub const ROUTE_MIN_F32: usize = 512 * 1024;
-/// The same for the f16-input matmul (kernel 08, tensor cores): at 256 x 1024 83.1 against
-/// 107.7 us, 512 x 512 93.6 against 117.8; at 128 x 1024 70.7 against 63.8, 256 x 512 71.7
-/// against 64.6.
-pub const ROUTE_MIN_F16: usize = 256 * 1024;
+/// `results/h200-sweep.txt`; the fused column runs `linear_forward_tiled` from 128 Ki outputs).
+/// FIGURES_F32
+pub const ROUTE_MIN_F32: usize = 1024 * 1024;
+/// The same for the f16-input matmul (kernel 08, tensor cores). FIGURES_F16
+pub const ROUTE_MIN_F16: usize = 512 * 1024;
 
 /// Whether a hidden layer `[inputs] -> [outputs]` trained in batches of up to `max_batch` rows
 /// goes through stage 03's matmul under [`Routing::Auto`], whose products run at `precision`.
@@ -221,6 +219,7 @@ impl GpuTrainer {
     pub fn write_batch<L: Copy + Into<u32>>(&self, ctx: &GpuContext, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
         self.net.check_batch(x.rows, x.cols, &labels, self.max_batch())?;
+        Network::check_finite_input(&x.data, x.cols)?;
         self.tape.write_f32(ctx, self.net.input, &x.data)?;
         self.tape.write_u32(ctx, self.net.labels, &labels)?;
         self.set_batch(ctx, x.rows)

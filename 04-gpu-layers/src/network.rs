@@ -498,6 +498,16 @@ impl Network {
         Ok(())
     }
 
+    /// Errors on the first NaN or infinity in a batch `x: [rows, cols]`, naming where it is. A
+    /// GPU may let a NaN input vanish (WGSL allows a compiler to assume floats are finite, and
+    /// `max(NaN, 0)` may be 0), so bad inputs are refused before they reach a device.
+    pub fn check_finite_input(x: &[f32], cols: usize) -> Result<(), LayersError> {
+        match x.iter().position(|v| !v.is_finite()) {
+            None => Ok(()),
+            Some(i) => Err(LayersError::NonFinite { what: format!("input row {}, column {} ({})", i / cols.max(1), i % cols.max(1), x[i]) }),
+        }
+    }
+
     /// Turns the counters into metrics: an error for bad labels or a non-finite loss.
     pub(crate) fn metrics_from_counters(&self, c: &[u32]) -> Result<crate::Metrics, LayersError> {
         if c[COUNTER_BAD_LABELS] > 0 {

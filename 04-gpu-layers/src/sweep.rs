@@ -145,7 +145,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
     );
     let opt = Optimizer::sgd(0.1, 0.0);
     let mut alone_lines = Vec::new();
-    for batch in [64usize, 128, 256, 512] {
+    for batch in [64usize, 128, 256, 512, 1024] {
         // The tiles a trainer of this batch uses (FusedTiles::for_batch), with the tiled forward
         // never and always.
         let tiles = FusedTiles::for_batch(batch);
@@ -153,7 +153,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
         let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
         let kernels = &split;
-        for hidden in [128usize, 256, 512, 1024] {
+        for hidden in [128usize, 256, 512, 1024, 2048] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;
             let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 7);
             let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();

@@ -131,12 +131,15 @@ impl FusedTiles {
         tiled_s: 2,
     };
 
-    /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], with 4 forward
-    /// rows per workgroup above 64 rows, where each weight read is shared by more rows (the
-    /// widths and batches of `--sweep`'s wide-layer table were measured with 4).
+    /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
+    /// rows 4 forward rows per workgroup (each weight read shared by more rows) and an output
+    /// layer of 512 invocations per row (at 784-1024-10, batch 256, on the H200: 14.6 us alone
+    /// against 19.0 with 256; at 784-512-10, batch 512, 18.9 against 21.2; `--sweep --hidden
+    /// 1024 --batch 256` and `--hidden 512 --batch 512`, `results/h200-sweep-1024-b256.txt`).
+    /// The widths and batches of `--sweep`'s wide-layer table are measured with these.
     pub fn for_batch(max_batch: usize) -> FusedTiles {
         let d = FusedTiles::DEFAULT;
-        if max_batch > 64 { FusedTiles { forward_tr: 4, ..d } } else { d }
+        if max_batch > 64 { FusedTiles { forward_tr: 4, output_wg: 512, ..d } } else { d }
     }
 
     /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value

@@ -345,12 +345,22 @@ fn softmax_cross_entropy_is_finite_for_logits_of_1e4() {
 }
 
 #[test]
-fn nan_loss_is_an_error_on_both_devices() {
+fn nan_inputs_and_nan_losses_are_errors_on_both_devices() {
     let ctx = test_context();
     let spec = NetworkSpec::new(3, &[4], 2).unwrap();
     let g = gpu(&spec, Optimizer::sgd(0.1, 0.0), 4, Fusion::Fused);
     let mut c = CpuTrainer::new(&spec, Optimizer::sgd(0.1, 0.0), 4, 7).unwrap();
+    // A NaN input is refused before it reaches a device, where it could vanish (max(NaN, 0)).
     let x = Matrix::new(2, 3, vec![0.5, f32::NAN, 0.1, 0.2, 0.3, 0.4]).unwrap();
+    for err in [g.write_batch(ctx, &x, &[0u32, 1]).unwrap_err(), c.train_step(&x, &[0u32, 1]).unwrap_err()] {
+        assert!(matches!(&err, LayersError::NonFinite { what } if what == "input row 0, column 1 (NaN)"), "{err}");
+    }
+    // A NaN bias in the output layer makes the loss NaN: reported by take_metrics.
+    let x = Matrix::new(2, 3, vec![0.5, 0.6, 0.1, 0.2, 0.3, 0.4]).unwrap();
+    let mut params = c.parameters();
+    params[3].data[0] = f32::NAN;
+    g.load_parameters(ctx, &params).unwrap();
+    c.load_parameters(&params).unwrap();
     g.write_batch(ctx, &x, &[0u32, 1]).unwrap();
     g.train_steps(ctx, 1).unwrap();
     c.train_step(&x, &[0u32, 1]).unwrap();
@@ -594,4 +604,3 @@ fn webgpu_default_limits_step_gpu_equals_cpu() {
         }
     }
 }
-
