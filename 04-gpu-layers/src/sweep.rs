@@ -11,10 +11,12 @@
 //!    timestamps inside a pass): what each dispatch costs in the middle of a real step, waiting
 //!    for the one before included.
 //!
-//! 4. Wide layers: a step with the hidden layer in the fused kernels, against the same step
-//!    with its products through stage 03's matmul (f32, and f16 inputs on tensor cores where the
-//!    adapter has cooperative matrices), for widths 128-1024 and batches 64-512: the
-//!    measurements behind `routes_by_shape`.
+//! 4. Wide layers: a step with the hidden layer in the fused kernels (its forward in
+//!    `linear_forward` and in `linear_forward_tiled`), against the same step with its products
+//!    through stage 03's matmul (f32, and f16 inputs on tensor cores where the adapter has
+//!    cooperative matrices), for widths 128-2048 and batches 64-1024, and each fused dispatch
+//!    alone for widths of 512 and more: the measurements behind `FusedTiles::tiled_min` and
+//!    `routes_by_shape`.
 //!
 //! Parts 1-3 use the MNIST shape (784-HIDDEN-10, batch BATCH, SGD lr 0.1), all random data.
 
@@ -125,8 +127,9 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
 }
 
 /// One SGD step of 784-HIDDEN-10 for a grid of widths and batches, with the hidden layer in the
-/// fused kernels, through stage 03's f32 matmul, and through its f16-input one (tensor cores,
-/// where the adapter has them): the data behind `routes_by_shape`.
+/// fused kernels (k split, tiled), through stage 03's f32 matmul, and through its f16-input one
+/// (tensor cores, where the adapter has them): the data behind `FusedTiles::tiled_min` and
+/// `routes_by_shape`.
 fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
     let timer = GpuTimer::new(ctx);
     let f16_kernel = Kernel::fastest(ctx, Precision::F16Inputs);

@@ -101,14 +101,18 @@ pub struct FusedTiles {
 
 impl FusedTiles {
     /// The fastest of `gpu-layers --sweep`'s variants on the H200 for the MNIST step (784-128-10,
-    /// batch 64), each change measured alone (`results/h200-sweep.txt`): the forward with 2 rows
+    /// batch 64), each change measured alone (the sweeps in `results/`): the forward with 2 rows
     /// per workgroup (5.80 us against 7.00 with 4), the output layer with one row per
     /// workgroup of 256 invocations (5.22 against 6.04 with 4 rows; 11.39 with 64
     /// invocations), the update with the batch split 4 ways (4.73 against 11.95 unsplit); the
     /// merged forward_output with one row per workgroup, 32 columns x 4 blocks per invocation and
     /// its k loop split 32 ways (9.79 us alone against 11.54 for its first tiles, 2 rows and
     /// 64 x 2 columns split 16 ways: `results/h200-sweep-merged-first.txt`,
-    /// `results/h200-sweep-merged-second.txt`).
+    /// `results/h200-sweep-merged-second.txt`); `linear_forward_tiled` from 128 Ki outputs, where
+    /// it starts to beat `linear_forward` in the wide-layer grid of `results/h200-sweep.txt`,
+    /// with 32 x 64 outputs per workgroup, rounds of 32 and 2 slices (26.2 us alone at 784-1024,
+    /// batch 256, against 29.5-41.1 for each neighbouring size:
+    /// `results/h200-sweep-1024-b256.txt`).
     pub const DEFAULT: FusedTiles = FusedTiles {
         forward_tn: 32,
         forward_ks: 16,
