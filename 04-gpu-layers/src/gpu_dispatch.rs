@@ -20,7 +20,7 @@
 //! | `Update` (SGD) | `sgd` | params, grads, velocity | `Opt` | `len / WG` |
 //! | `Update` (Adam) | `adam` | params, grads, moments, counters | `Opt` | `len / WG` |
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
-//! | `LinearForward`, `B x out >= tiled_min` | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
+//! | `LinearForward`, `B x out >= tiled_min`, not gathering | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
@@ -240,15 +240,14 @@ pub(crate) fn prepare_forward_output(
     }
 }
 
-/// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).
 /// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs,
-/// gathering its input when `gather`, and its grid: `linear_forward_tiled` where
-/// [`crate::FusedTiles::forward_tiled`] says so (`FT_N x FT_M` outputs per workgroup), else
-/// `linear_forward` (`TN x TR`).
+/// and its grid: gathering its input (`gather`), `linear_forward`'s gathering form; else
+/// `linear_forward_tiled` where [`crate::FusedTiles::forward_tiled`] says so (`FT_N x FT_M`
+/// outputs per workgroup), else `linear_forward` (`TN x TR`).
 pub(crate) fn forward_kernel(kernels: &Kernels, ctx: &GpuContext, rows: usize, cols: usize, gather: bool) -> (KernelId, (usize, usize)) {
     let tiles = kernels.tiles();
     let id = forward_kernel_id(&tiles, &ctx.limits, rows, cols, gather);
-    if matches!(id, KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather) {
+    if id == KernelId::LinearForwardTiled {
         (id, (cols.div_ceil(tiles.tiled_n as usize), rows.div_ceil(tiles.tiled_m as usize)))
     } else {
         (id, (cols.div_ceil(tiles.forward_tn as usize), rows.div_ceil(tiles.forward_tr as usize)))
@@ -257,14 +256,16 @@ pub(crate) fn forward_kernel(kernels: &Kernels, ctx: &GpuContext, rows: usize, c
 
 /// [`forward_kernel`]'s choice alone, without a device.
 pub(crate) fn forward_kernel_id(tiles: &crate::FusedTiles, limits: &wgpu::Limits, rows: usize, cols: usize, gather: bool) -> KernelId {
-    match (tiles.forward_tiled(rows, cols, gather, limits), gather) {
-        (true, true) => KernelId::LinearForwardTiledGather,
-        (true, false) => KernelId::LinearForwardTiled,
-        (false, true) => KernelId::LinearForwardGather,
-        (false, false) => KernelId::LinearForward,
+    if gather {
+        KernelId::LinearForwardGather
+    } else if tiles.forward_tiled(rows, cols, limits) {
+        KernelId::LinearForwardTiled
+    } else {
+        KernelId::LinearForward
     }
 }
 
+/// Builds the dispatch for one op of a tape over `tape`'s tensors (see the table above).
 pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Step, LayersError> {
     let m = &tape.manager;
     let buf = |t: TensorId| &tape.buffers[t.0];

@@ -84,6 +84,8 @@ pub struct GpuTrainer {
     train: TapeId,
     eval: TapeId,
     predict: TapeId,
+    /// The first dispatch of a training step is `linear_forward_tiled`.
+    first_tiled: bool,
 }
 
 impl GpuTrainer {
@@ -143,7 +145,10 @@ impl GpuTrainer {
         let eval = tape.add_tape(ctx, kernels, &net.eval)?;
         let predict = tape.add_tape(ctx, kernels, &net.predict)?;
         let lr = AtomicU32::new(optimizer.lr().to_bits());
-        let trainer = Self { net, lr, tape, train, eval, predict };
+        // Whether the training tape's first dispatch runs linear_forward_tiled (which does not
+        // gather: `can_gather`).
+        let first_tiled = tape.dispatch_names(train).first() == Some(&crate::kernels::KernelId::LinearForwardTiled.name());
+        let trainer = Self { net, lr, tape, train, eval, predict, first_tiled };
         trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
         Ok(trainer)
     }
@@ -235,9 +240,11 @@ impl GpuTrainer {
     }
 
     /// Whether [`GpuTrainer::add_gathered`] works for this network: its first op must be a
-    /// fused `linear_forward` (a hidden layer, not routed through stage 03's matmul).
+    /// fused `linear_forward` (a hidden layer, not routed through stage 03's matmul) that runs
+    /// `linear_forward` or `forward_output`, not `linear_forward_tiled` (which reads a ready
+    /// input: a separate gather dispatch before it is faster, stage 04's "Wide layers").
     pub fn can_gather(&self) -> bool {
-        self.net.first_op_gathers()
+        self.net.first_op_gathers() && !self.first_tiled
     }
 
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself

@@ -32,8 +32,6 @@ pub enum KernelId {
     LinearForwardGather,
     /// The register-blocked forward for wide layers in big batches (`linear_forward_tiled.wgsl`).
     LinearForwardTiled,
-    /// `linear_forward_tiled` gathering its batch from byte images.
-    LinearForwardTiledGather,
     OutputLayer,
     /// `linear_forward` and `output_layer` in one dispatch (`forward_output.wgsl`).
     ForwardOutput,
@@ -50,7 +48,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 21] = [
+    pub const ALL: [KernelId; 20] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -61,7 +59,6 @@ impl KernelId {
         KernelId::LinearForward,
         KernelId::LinearForwardGather,
         KernelId::LinearForwardTiled,
-        KernelId::LinearForwardTiledGather,
         KernelId::OutputLayer,
         KernelId::ForwardOutput,
         KernelId::ForwardOutputGather,
@@ -86,7 +83,6 @@ impl KernelId {
             KernelId::LinearForward => "linear_forward",
             KernelId::LinearForwardGather => "linear_forward (gathering)",
             KernelId::LinearForwardTiled => "linear_forward_tiled",
-            KernelId::LinearForwardTiledGather => "linear_forward_tiled (gathering)",
             KernelId::OutputLayer => "output_layer",
             KernelId::ForwardOutput => "forward_output",
             KernelId::ForwardOutputGather => "forward_output (gathering)",
@@ -113,17 +109,11 @@ impl KernelId {
                 ("U", tiles.forward_u),
                 ("X_SHARED", fit.forward_x_shared),
             ],
-            // TR, TN and KS for the input files: FT_M rows, all invocations in one slice; the
-            // gathering form never stages whole rows here (X_SHARED 1: TR x in never fits).
-            KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather => vec![
+            KernelId::LinearForwardTiled => vec![
                 ("FT_M", tiles.tiled_m),
                 ("FT_N", tiles.tiled_n),
                 ("FT_K", tiles.tiled_k),
                 ("FT_S", tiles.tiled_s),
-                ("TR", tiles.tiled_m),
-                ("TN", tiles.tiled_invocations()),
-                ("KS", 1),
-                ("X_SHARED", 1),
             ],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
@@ -178,7 +168,7 @@ impl KernelId {
             KernelId::LinearForward | KernelId::LinearForwardGather => {
                 ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl"))
             }
-            KernelId::LinearForwardTiled | KernelId::LinearForwardTiledGather => {
+            KernelId::LinearForwardTiled => {
                 ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
             }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
@@ -215,7 +205,7 @@ impl KernelId {
             KernelId::LinearForward | KernelId::LinearForwardTiled | KernelId::ForwardOutput => {
                 files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl")))
             }
-            KernelId::LinearForwardGather | KernelId::LinearForwardTiledGather | KernelId::ForwardOutputGather => {
+            KernelId::LinearForwardGather | KernelId::ForwardOutputGather => {
                 files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
             }
             _ => {}
@@ -330,7 +320,7 @@ impl Kernels {
         let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
         let layout = match id {
-            KernelId::LinearForwardGather | KernelId::LinearForwardTiledGather => Some(gather_layout(ctx, false)),
+            KernelId::LinearForwardGather => Some(gather_layout(ctx, false)),
             KernelId::ForwardOutputGather => Some(gather_layout(ctx, true)),
             _ => None,
         };

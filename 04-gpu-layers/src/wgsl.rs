@@ -217,23 +217,24 @@ impl FusedTiles {
     }
 
     /// What `linear_forward_tiled` with these tiles needs of a device: its invocations; the
-    /// round's x and W tiles or the slices' partial sums, whichever is larger, as vec4 (plus
-    /// the gathering form's one unused float of `xs`); the storage buffers its files declare.
-    pub fn tiled_needs(&self, gather: bool) -> Needs {
+    /// round's x and W tiles or the slices' partial sums, whichever is larger, as vec4; the
+    /// storage buffers its files declare.
+    pub fn tiled_needs(&self) -> Needs {
         let (m, n, k, s) = (self.tiled_m, self.tiled_n, self.tiled_k, self.tiled_s);
         let tiles = m * k / 4 + k * n / 4;
         let partials = (s - 1) * m * n / 4;
         let vec4s = tiles.max(partials).max(1);
-        Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s + if gather { 4 } else { 0 }, storage_buffers: if gather { 7 } else { 4 } }
+        Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 4 }
     }
 
     /// Whether a `LinearForward` of `rows x outputs` (rows: the batch the tape is sized for)
-    /// runs `linear_forward_tiled`, gathering its input when `gather`: at least
-    /// [`FusedTiles::tiled_min`] outputs, on a device that allows its invocations and workgroup
-    /// memory.
-    pub fn forward_tiled(&self, rows: usize, outputs: usize, gather: bool, limits: &wgpu::Limits) -> bool {
+    /// that reads a ready input runs `linear_forward_tiled`: at least [`FusedTiles::tiled_min`]
+    /// outputs, on a device that allows its invocations and workgroup memory. (It never gathers
+    /// its batch: a trainer whose first layer runs it gathers with a separate dispatch,
+    /// `GpuTrainer::can_gather`.)
+    pub fn forward_tiled(&self, rows: usize, outputs: usize, limits: &wgpu::Limits) -> bool {
         let t = self.fitted(limits.max_compute_invocations_per_workgroup);
-        let needs = t.tiled_needs(gather);
+        let needs = t.tiled_needs();
         (rows * outputs) as u64 >= self.tiled_min as u64
             && needs.invocations <= limits.max_compute_invocations_per_workgroup
             && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
@@ -778,24 +779,23 @@ mod tests {
     #[test]
     fn tiled_needs_say_what_linear_forward_tiled_needs_and_which_layers_take_it() {
         for (what, tiles) in FusedTiles::sweep() {
-            for (id, gather) in [(KernelId::LinearForwardTiled, false), (KernelId::LinearForwardTiledGather, true)] {
-                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
-                assert_eq!(n, tiles.tiled_needs(gather), "{} with {what}", id.name());
-            }
+            let id = KernelId::LinearForwardTiled;
+            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+            assert_eq!(n, tiles.tiled_needs(), "{} with {what}", id.name());
         }
         // The default rule: 784-1024 at batch 256 (262,144 outputs) and 784-512 at 256 take the
         // tiled forward; MNIST's 784-128 at 64 (8,192) does not; never where the device has
         // too few invocations or too little workgroup memory for it, whatever the shape.
         let defaults = wgpu::Limits::defaults();
         let d = FusedTiles::DEFAULT;
-        assert!(d.forward_tiled(256, 1024, true, &defaults) && d.forward_tiled(256, 512, false, &defaults));
-        assert!(!d.forward_tiled(64, 128, false, &defaults) && !d.forward_tiled(64, 1024, false, &defaults));
+        assert!(d.forward_tiled(256, 1024, &defaults) && d.forward_tiled(256, 512, &defaults));
+        assert!(!d.forward_tiled(64, 128, &defaults) && !d.forward_tiled(64, 1024, &defaults));
         let small = wgpu::Limits { max_compute_workgroup_storage_size: 8192, ..defaults.clone() };
-        assert!(!d.forward_tiled(256, 1024, false, &small));
+        assert!(!d.forward_tiled(256, 1024, &small));
         let few = wgpu::Limits { max_compute_invocations_per_workgroup: 64, ..defaults.clone() };
         assert_eq!(d.fitted(64).tiled_s, 1);
-        assert!(!d.forward_tiled(256, 1024, false, &few));
-        assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, false, &defaults));
+        assert!(!d.forward_tiled(256, 1024, &few));
+        assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, &defaults));
     }
 
     #[test]

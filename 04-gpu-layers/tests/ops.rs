@@ -453,9 +453,12 @@ fn linear_forward_tiled() {
     let op = Op::LinearForward { x, params: TensorId(1), y, act: None };
     let limits = &test_context().limits;
     assert_eq!(gpu_layers::plan(std::slice::from_ref(&op), &FusedTiles::DEFAULT, false, limits, 64), ["linear_forward"]);
+    // A wide layer takes it when it reads a ready input; gathering, it would run linear_forward
+    // (GpuTrainer does not gather then, tests/training.rs).
     let wide = View { cols: 1024, ..y };
     let op = Op::LinearForward { x, params: TensorId(1), y: wide, act: None };
-    assert_eq!(gpu_layers::plan(&[op], &FusedTiles::DEFAULT, true, limits, 256), ["linear_forward_tiled (gathering)"]);
+    assert_eq!(gpu_layers::plan(std::slice::from_ref(&op), &FusedTiles::DEFAULT, false, limits, 256), ["linear_forward_tiled"]);
+    assert_eq!(gpu_layers::plan(&[op], &FusedTiles::DEFAULT, true, limits, 256), ["linear_forward (gathering)"]);
 }
 
 #[test]
