@@ -20,10 +20,9 @@
 //   (one buffer in workgroup memory, two barriers per round: the fastest arrangement of
 //   stage 03's kernel 08 on the H200);
 // - the input is the tensor x, read through forward_input.wgsl's `input_start` / `input`. It
-//   never gathers byte images itself: read in the k loop, the scattered rows' bytes made each
-//   round wait for memory, and on the H200 an epoch of 784-1024-10 at batch 256 took 22.4 ms
-//   that way against 19.8 with a separate gather dispatch before this one (README, "Wide
-//   layers").
+//   never gathers byte images itself: its gathering form, which read the scattered rows'
+//   bytes in the k loop, made an epoch of 784-1024-10 at batch 256 take 22.4 ms on the H200
+//   against 19.8 with a separate gather dispatch before this one (README, "Wide layers").
 //
 // FT_M, FT_N, FT_K and FT_S come from the prelude (src/wgsl.rs, `FusedTiles`).
 // `FusedTiles::tiled_min` decides which layers run this kernel instead of linear_forward.
