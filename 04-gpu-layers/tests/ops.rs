@@ -394,16 +394,22 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
     }
 }
 
+/// A `LinearForward` of `inputs -> outputs` and the case that holds its tensors.
+fn linear_forward_case(inputs: usize, outputs: usize, act: Option<Activation>) -> (Case, Op) {
+    let mut c = Case::new();
+    let x = c.tensor("x", Dim::Batch, inputs, Elem::F32);
+    let p = c.tensor("params", Dim::Fixed(inputs + 1), outputs, Elem::F32);
+    let y = c.output("y", Dim::Batch, outputs);
+    let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act };
+    (c, op)
+}
+
 #[test]
 fn linear_forward_fused() {
     for (mb, b) in BATCHES {
         for (i, o) in [(1, 1), (17, 63), (65, 17), (257, 129), (784, 33)] {
             for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
-                let mut c = Case::new();
-                let x = c.tensor("x", Dim::Batch, i, Elem::F32);
-                let p = c.tensor("params", Dim::Fixed(i + 1), o, Elem::F32);
-                let y = c.output("y", Dim::Batch, o);
-                let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act };
+                let (c, op) = linear_forward_case(i, o, act);
                 c.check(&[op], mb, b, tol(i));
             }
         }
@@ -435,11 +441,7 @@ fn linear_forward_tiled() {
                     continue;
                 }
                 for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
-                    let mut c = Case::new();
-                    let x = c.tensor("x", Dim::Batch, i, Elem::F32);
-                    let p = c.tensor("params", Dim::Fixed(i + 1), o, Elem::F32);
-                    let y = c.output("y", Dim::Batch, o);
-                    let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act };
+                    let (c, op) = linear_forward_case(i, o, act);
                     c.check_with(&kernels, std::slice::from_ref(&op), mb, b, tol(i));
                     let names = gpu_layers::plan(&[op], &tiles, false, &test_context().limits, mb);
                     assert_eq!(names, ["linear_forward_tiled"], "{tiles:?}");
