@@ -28,8 +28,10 @@
 //    48 KiB of workgroup memory (the tuner's `s1` tiles). On the H200 one buffer with 32-deep
 //    steps is the fastest tile (278 TFLOP/s for the product at n = 4096, against 190 for two
 //    buffers with 16-deep steps; see the README), so it is the ladder's first.
-//    FRAG_PREFETCH (the tuner's `pf` tiles, candidates not yet timed on a GPU): with STAGES = 1
-//    or 2, each 16-deep sub-step's fragments are loaded from the tiles one sub-step ahead.
+//    FRAG_PREFETCH (the tuner's `pf` tiles; not taken): with STAGES = 1 or 2, each 16-deep
+//    sub-step's fragments are loaded from the tiles one sub-step ahead. On the H200 that cost
+//    the ladder's tile a quarter of its speed (184 against 240-245 TFLOP/s at n = 4096) and
+//    gave the 64-deep one 2 % (218 against 213; see the README).
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
