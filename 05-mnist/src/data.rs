@@ -197,8 +197,13 @@ pub fn resolve_data_dir(cli: Option<&Path>, kind: DatasetKind) -> PathBuf {
 /// `pixels` (u8) -> normalized f32 inputs, `out.len() == pixels.len()`.
 pub fn normalize_into(pixels: &[u8], out: &mut [f32]) {
     for (o, &p) in out.iter_mut().zip(pixels) {
-        *o = p as f32 * SCALE + SHIFT;
+        *o = normalize(p);
     }
+}
+
+/// One pixel (u8) -> its normalized f32 input.
+fn normalize(p: u8) -> f32 {
+    p as f32 * SCALE + SHIFT
 }
 
 /// CPU reference of the GPU gather kernel: the batch `order[first .. first + count]` of `data`.
@@ -217,7 +222,7 @@ pub fn gather_batch_into(data: &Dataset, order: &[u32], first: usize, count: usi
     x.reserve(count * PIXELS);
     for &i in &order[first..first + count] {
         let i = i as usize;
-        x.extend(data.image(i).iter().map(|&p| p as f32 * SCALE + SHIFT));
+        x.extend(data.image(i).iter().map(|&p| normalize(p)));
         labels.push(data.labels[i]);
     }
 }
