@@ -32,6 +32,8 @@
 //    sub-step's fragments are loaded from the tiles one sub-step ahead. On the H200 that cost
 //    the ladder's tile a quarter of its speed (184 against 240-245 TFLOP/s at n = 4096) and
 //    gave the 64-deep one 2 % (218 against 213; see the README).
+//    EARLY_FETCH (the tuner's `ef` tiles, STAGES = 1): the next step's global loads are
+//    issued right after this step's tile is stored, before the barrier rather than after it.
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
@@ -86,6 +88,7 @@ const WN: u32 = 64u;            // columns of C per subgroup (16 FN)
 const GM: u32 = 8u;             // row bands of workgroups walked together (swizzle)
 const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct loads)
 const FRAG_PREFETCH: bool = false; // STAGES = 1, 2: fragments loaded one 16-deep sub-step ahead
+const EARLY_FETCH: bool = false;   // STAGES = 1: the next step's global loads before the barrier
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -358,6 +361,9 @@ fn main(
         let more = t + 1u < steps;
         if STAGES == 1u {
             stash(tid, 0u); // tile t, fetched during the last step
+            if EARLY_FETCH && more {
+                fetch(tid, row0, col0, (t + 1u) * BK); // (the registers were just stored)
+            }
             workgroupBarrier();
         }
         if STAGES > 0u && FRAG_PREFETCH {
@@ -372,7 +378,7 @@ fn main(
             if FN > 2u { nb2 = frag_b(h, 0u, wj + 32u); }
             if FN > 3u { nb3 = frag_b(h, 0u, wj + 48u); }
         }
-        if STAGES > 0u && more {
+        if STAGES > 0u && more && !EARLY_FETCH {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
         for (var q = 0u; q < BK; q += 16u) {

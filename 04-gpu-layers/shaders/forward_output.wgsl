@@ -49,8 +49,6 @@ var<workgroup> scratch: array<f32, SCRATCH>; // [KS][TR][TN * CB] partial sums, 
 var<workgroup> h_sh: array<f32, TR * TN * CB>; // [TR][inputs]
 var<workgroup> w_sh: array<f32, W_SHARED>;
 var<workgroup> z_sh: array<f32, OUT_Z_SHARED>;
-var<workgroup> row_max: array<f32, TR>;
-var<workgroup> row_total: array<f32, TR>;
 
 @compute @workgroup_size(TN, KS)
 fn main(

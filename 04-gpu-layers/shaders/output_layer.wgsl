@@ -8,14 +8,15 @@
 // read back. Here z and dL/dz never leave workgroup memory (out receives dL/dz only because the
 // weight update needs it).
 //
-// Each workgroup takes `rows_per_group` rows (the host picks it: OUT_RPW, fewer when the classes
+// Each workgroup takes `rows_per_group` rows (the host picks it: `FusedTiles::output_rows`, fewer when the classes
 // of that many rows would not fit in z_sh), with OUT_WG / rows_per_group invocations per row.
 // Why several rows: W and b are staged in workgroup memory once for all of them (MNIST: 129 x 10
 // floats, one load per invocation), and the loss counters take one set of atomic adds per row
-// from far fewer workgroups. Why the softmax is serial: with ten classes a row's max, sum and
+// from far fewer workgroups. Why the softmax has no tree: with ten classes a row's max, sum and
 // argmax are ten steps for one invocation, where a tree over 64 invocations took a dozen
-// barriers; only the exponentials and the division, one per class, are spread over the row's
-// invocations. Every barrier below is reached by the whole workgroup (uniform control flow).
+// barriers; so every invocation of a row takes those ten steps itself (output_rows.wgsl), and
+// after the logits no barrier is left. Every barrier below is reached by the whole workgroup
+// (uniform control flow).
 //
 // This file stages W, b and the rows of h, then calls `output_rows` (output_rows.wgsl, which
 // the host prepends: the math of steps 1-3, shared with forward_output.wgsl).
@@ -42,7 +43,7 @@ struct OutputLayerParams {
 @group(0) @binding(6) var<uniform> batch: Batch;
 @group(0) @binding(7) var<uniform> p: OutputLayerParams;
 
-// OUT_WG (invocations) and OUT_RPW come from the prelude; OUT_Z_SHARED too (the host divides
+// OUT_WG (invocations) comes from the prelude; OUT_Z_SHARED too (the host divides
 // by it to pick rows_per_group). Also from the prelude, chosen for the device (wgsl.rs,
 // DeviceFit): W_SHARED floats of [W; b] and H_SHARED floats of the group's rows of h are staged
 // when they fit (4096 and 1024 where the device allows the ~25 KiB of workgroup memory this
@@ -51,8 +52,6 @@ var<workgroup> w_sh: array<f32, W_SHARED>;
 var<workgroup> h_sh: array<f32, H_SHARED>;
 var<workgroup> z_sh: array<f32, OUT_Z_SHARED>; // [rows_per_group][classes]: z, then dL/dz
 var<workgroup> scratch: array<f32, OUT_WG>;
-var<workgroup> row_max: array<f32, OUT_RPW>;
-var<workgroup> row_total: array<f32, OUT_RPW>;
 
 @compute @workgroup_size(OUT_WG)
 fn main(

@@ -7,7 +7,7 @@
 // The including kernel declares: the uniform `p` with fields `inputs` (h's width), `classes`,
 // `mode`, `hidden_act`; `out_params` ([(inputs + 1), classes]: W, then b), `out`, `dh`,
 // `counters`, `batch`; the workgroup arrays `w_sh` [W_SHARED], `z_sh` [OUT_Z_SHARED],
-// `scratch` [>= OUT_WG], `row_max` and `row_total` [rows per workgroup]; the constants OUT_WG
+// `scratch` [>= OUT_WG]; the constants OUT_WG
 // (invocations) and OUT_SLICES (most k-slices of a logit); and two functions:
 // `hidden(staged, local_row, row, k) -> f32` (h[row, k]) and `row_label(row) -> u32`.
 //
@@ -75,15 +75,21 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
     }
     workgroupBarrier();
 
-    // 2. Softmax cross-entropy. One invocation per row finds the max and argmax (first maximum
-    //    wins, as on the CPU) and the label's logit, and adds the row to the counters once the
-    //    sum is known; the exponentials and the division are spread over the row.
-    let zr = lr * classes;
-    let label_ok = label < classes;
-    var z_label = 0.0;
-    var arg = 0u;
-    if live && t == 0u {
+    // 2. Softmax cross-entropy and 3. dh, with no barrier between them: z_sh keeps the logits
+    //    (it is only read from here on), and every invocation of a row reads all of them and
+    //    finds the row's max, argmax (the first maximum wins, as on the CPU) and sum of
+    //    exponentials itself. With ten classes that is ten reads and ten exponentials each:
+    //    redundant work, but cheaper than the four barriers and three one-invocation phases that
+    //    a shared max and sum cost. The invocation that counts the row (the row's last, which
+    //    has no dh to compute when the row has more invocations than h has columns) issues its
+    //    atomic adds while the others go on with dL/dz and dh. Invocations with none of the
+    //    three to do skip it all (in forward_output 1,024 invocations share a row).
+    let backprop = p.mode == MODE_TRAIN && p.hidden_act != ACT_NONE;
+    let counts = t == per_row - 1u && p.mode != MODE_PREDICT;
+    if live && (t < classes || counts || (backprop && t < k_len)) {
+        let zr = lr * classes;
         var m = z_sh[zr];
+        var arg = 0u;
         for (var c = 1u; c < classes; c++) {
             let z = z_sh[zr + c];
             if z > m {
@@ -91,29 +97,15 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
                 arg = c;
             }
         }
-        row_max[lr] = m;
-        if label_ok {
-            z_label = z_sh[zr + label];
-        }
-    }
-    workgroupBarrier();
-    if live {
-        let m = row_max[lr];
-        for (var c = t; c < classes; c += per_row) {
-            z_sh[zr + c] = exp(z_sh[zr + c] - m);
-        }
-    }
-    workgroupBarrier();
-    if live && t == 0u {
         var total = 0.0;
         for (var c = 0u; c < classes; c++) {
-            total += z_sh[zr + c];
+            total += exp(z_sh[zr + c] - m);
         }
-        row_total[lr] = total;
-        if p.mode != MODE_PREDICT {
+        let label_ok = label < classes;
+        if counts {
             atomicAdd(&counters[COUNTER_ROWS], 1u);
             if label_ok {
-                add_loss(log(total) + row_max[lr] - z_label);
+                add_loss(log(total) + m - z_sh[zr + label]);
                 if arg == label {
                     atomicAdd(&counters[COUNTER_CORRECT], 1u);
                 }
@@ -125,33 +117,31 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
                 atomicAdd(&counters[COUNTER_STEP], 1u);
             }
         }
-    }
-    workgroupBarrier();
-    if live {
-        let total = row_total[lr];
         for (var c = t; c < classes; c += per_row) {
-            let prob = z_sh[zr + c] / total;
-            var v = prob;
-            if p.mode == MODE_TRAIN {
-                // A row with a bad label contributes nothing (and was counted above).
-                v = select(0.0, (prob - select(0.0, 1.0, c == label)) * batch.inv_rows, label_ok);
+            out[row * classes + c] = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok);
+        }
+        // Backpropagate into the layer below, straight from workgroup memory.
+        if backprop {
+            for (var k = t; k < k_len; k += per_row) {
+                var g = 0.0;
+                for (var c = 0u; c < classes; c++) {
+                    let dz = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok);
+                    g += dz * weight(w_staged, k * classes + c);
+                }
+                dh[row * k_len + k] = g * activate_grad(hidden(h_staged, lr, row, k), p.hidden_act);
             }
-            z_sh[zr + c] = v;
-            out[row * classes + c] = v;
         }
     }
-    workgroupBarrier();
+}
 
-    // 3. Backpropagate into the layer below, straight from workgroup memory.
-    if live && p.mode == MODE_TRAIN && p.hidden_act != ACT_NONE {
-        for (var k = t; k < k_len; k += per_row) {
-            var g = 0.0;
-            for (var c = 0u; c < classes; c++) {
-                g += z_sh[zr + c] * weight(w_staged, k * classes + c);
-            }
-            dh[row * k_len + k] = g * activate_grad(hidden(h_staged, lr, row, k), p.hidden_act);
-        }
+// What `out` receives for class c of a row: the probability (evaluation, prediction), or in
+// training dL/dz_c = (p_c - [c == label]) / batch, 0 for a row with a bad label (which was
+// counted above and contributes nothing).
+fn output_value(prob: f32, c: u32, label: u32, label_ok: bool) -> f32 {
+    if p.mode == MODE_TRAIN {
+        return select(0.0, (prob - select(0.0, 1.0, c == label)) * batch.inv_rows, label_ok);
     }
+    return prob;
 }
 
 // w_sh[i] = out_params[i] for i in [0, len), by all OUT_WG invocations, eight loads in flight each

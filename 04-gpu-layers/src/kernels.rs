@@ -117,7 +117,6 @@ impl KernelId {
             ],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
-                ("OUT_RPW", tiles.output_rows),
                 ("OUT_SLICES", tiles.output_wg),
                 ("OUT_Z_SHARED", wgsl::OUTPUT_Z_SHARED),
                 ("W_SHARED", fit.output_w_shared),

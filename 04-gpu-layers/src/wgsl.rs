@@ -59,7 +59,7 @@ pub struct FusedTiles {
     pub forward_u: u32,
     /// `output_layer`: invocations per workgroup (`OUT_WG`).
     pub output_wg: u32,
-    /// `output_layer`: rows per workgroup, at most (`OUT_RPW`).
+    /// `output_layer`: rows per workgroup, at most.
     pub output_rows: u32,
     /// `linear_update`: slices of the batch per workgroup, `(T / 4)^2` invocations each
     /// (`UPD_RS`).
@@ -284,11 +284,11 @@ impl FusedTiles {
     /// What `forward_output` with these tiles needs of a device (a test checks it against naga's
     /// count of the compiled kernel): `TN x KS` invocations; workgroup memory for the partial
     /// sums `[KS][TR][TN x CB]`, h `[TR][TN x CB]`, `[W2; b2]` (`MERGED_W_SHARED`), the logits
-    /// `[TR][MERGED_MAX_CLASSES]` and two floats per row, plus the staged input rows
+    /// `[TR][MERGED_MAX_CLASSES]`, plus the staged input rows
     /// (`MERGED_X_SHARED`) when gathering; 8 storage buffers, 11 when gathering.
     pub fn merged_needs(&self, gather: bool) -> Needs {
         let (tn, cb, ks, tr) = (self.merged_tn, self.merged_cb, self.merged_ks, self.merged_tr);
-        let floats = ks * tr * tn * cb + tr * tn * cb + MERGED_W_SHARED + tr * MERGED_MAX_CLASSES + 2 * tr;
+        let floats = ks * tr * tn * cb + tr * tn * cb + MERGED_W_SHARED + tr * MERGED_MAX_CLASSES;
         let x = if gather { MERGED_X_SHARED } else { 0 };
         Needs { invocations: tn * ks, workgroup_bytes: 4 * (floats + x), storage_buffers: if gather { 11 } else { 8 } }
     }
@@ -368,10 +368,10 @@ impl DeviceFit {
     pub const LARGE: Self =
         Self { output_w_shared: 4096, output_h_shared: 1024, forward_x_shared: 4096, linear_update_pairs: true };
     /// What [`DeviceFit::LARGE`]'s kernels need with [`FusedTiles::DEFAULT`], each the most of
-    /// any kernel: 512 invocations per workgroup (`linear_forward`), 25,608 bytes of workgroup
+    /// any kernel: 512 invocations per workgroup (`linear_forward`), 25,600 bytes of workgroup
     /// memory (`output_layer`) and 11 storage buffers (`linear_update`). A test measures all
     /// three with naga.
-    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_608, storage_buffers: 11 };
+    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_600, storage_buffers: 11 };
     /// The choices within WebGPU's default limits (with [`FusedTiles::fitted`] to 256
     /// invocations).
     pub const WEBGPU_DEFAULTS: Self =
