@@ -42,9 +42,6 @@ pub const FORMATS: [&str; 2] = ["png", "svg"];
 pub struct Saved {
     /// [`SAVED_FORMAT`].
     pub format: String,
-    /// Where the numbers came from, when they were not written by a bench run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<String>,
     /// The adapter and CPU of each group.
     pub groups: Vec<SavedGroup>,
     /// Every measurement of the report (criterion's typical time per iteration, in seconds).
@@ -105,7 +102,6 @@ impl Saved {
     pub fn of(ops: &[Operation]) -> Saved {
         Saved {
             format: SAVED_FORMAT.to_string(),
-            origin: None,
             groups: ops
                 .iter()
                 .map(|op| SavedGroup { group: op.group.clone(), adapter: op.adapter.clone(), cpu: op.cpu.clone() })
