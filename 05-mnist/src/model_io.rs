@@ -279,7 +279,8 @@ impl Classifier {
         Ok(Self { net, largest })
     }
 
-    /// `images: [n, 784]` u8 -> probabilities `[n, 10]` row-major.
+    /// `images: [n, 784]` u8 -> outputs `[n, 10]` row-major: probabilities for a cross-entropy
+    /// model, scores for an MSE one ([`Outputs`]).
     pub fn probabilities(&mut self, images: &[u8]) -> Result<Vec<f32>> {
         if !images.len().is_multiple_of(PIXELS) {
             return Err(MnistError::InvalidArgument(format!("{} bytes is not a whole number of 28x28 images", images.len())));
@@ -309,6 +310,29 @@ impl Classifier {
     /// `images: [n, 784]` u8 -> the most probable digit of each.
     pub fn predict(&mut self, images: &[u8]) -> Result<Vec<u8>> {
         Ok(self.probabilities(images)?.chunks(CLASSES).map(argmax).collect())
+    }
+}
+
+/// A model's ten outputs for one image, named for what they are: `mnist serve`'s answer to
+/// `POST /api/predict` and the page's own prediction (`05-mnist/wasm`) put them beside the
+/// digit, tagged with the model's loss (the `loss` of the `model` event):
+/// - `"loss": "cross-entropy"`, `"probabilities"`: softmax, each in `[0, 1]`, summing to 1;
+/// - `"loss": "mse"`, `"outputs"`: the raw outputs, scores trained towards the one-hot label
+///   that can fall below 0 or pass 1, so not probabilities.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "loss", rename_all = "kebab-case")]
+pub enum Outputs {
+    CrossEntropy { probabilities: Vec<f32> },
+    Mse { outputs: Vec<f32> },
+}
+
+impl Outputs {
+    /// `values`, the outputs of a model trained with `loss` ([`Classifier::probabilities`]).
+    pub fn new(loss: Loss, values: Vec<f32>) -> Self {
+        match loss {
+            Loss::CrossEntropy => Outputs::CrossEntropy { probabilities: values },
+            Loss::Mse => Outputs::Mse { outputs: values },
+        }
     }
 }
 

@@ -9,11 +9,12 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use axum::http::StatusCode;
-use mnist::data::{Mnist, SIDE};
-use mnist::model_io::save_model;
-use mnist::serve::{AppState, ServeModel, router};
+use gpu_layers::{Loss, NetworkSpec};
+use mnist::data::{CLASSES, Mnist, PIXELS, SIDE};
+use mnist::model_io::{Model, Outputs, argmax, save_model};
+use mnist::serve::{AppState, PredictResponse, ServeModel, router};
 use mnist::train::{Device, TrainConfig, train};
-use serde_json::json;
+use serde_json::{Value, json};
 use serve_support::{data, get, post};
 
 /// A model trained for one epoch on 2,000 images, saved as safetensors in `dir`.
@@ -45,12 +46,46 @@ async fn a_loaded_model_predicts_from_the_start() {
     assert!(right >= 18, "{right} of 24 right: {predicted:?}");
 
     // Test digit 1 (a 2), drawn 3x larger.
-    let img = data().test.image(1).to_vec();
-    let side = SIDE * 3;
-    let pixels: Vec<u8> = (0..side * side).map(|p| img[(p / side / 3) * SIDE + (p % side) / 3]).collect();
-    let (status, p) = post(&app, "/api/predict", json!({ "width": side, "height": side, "pixels": pixels })).await;
+    let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
     assert_eq!(status, StatusCode::OK, "{p}");
     assert_eq!(p["digit"], data().test.labels[1]);
+}
+
+/// Test digit `i`, drawn 3x larger: a `POST /api/predict` body.
+fn drawn_test_digit(i: usize) -> Value {
+    let img = data().test.image(i).to_vec();
+    let side = SIDE * 3;
+    let pixels: Vec<u8> = (0..side * side).map(|p| img[(p / side / 3) * SIDE + (p % side) / 3]).collect();
+    json!({ "width": side, "height": side, "pixels": pixels })
+}
+
+#[tokio::test]
+async fn predictions_are_named_after_the_models_loss() {
+    for loss in [Loss::CrossEntropy, Loss::Mse] {
+        let spec = NetworkSpec::new(PIXELS, &[16], CLASSES).unwrap().with_loss(loss);
+        let model = ServeModel::new(Model::new(spec.clone(), spec.init_parameters(3)).unwrap(), "a test model").unwrap();
+        let app = router(AppState::new(data(), Some(model)));
+        let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
+        assert_eq!(status, StatusCode::OK, "{p}");
+        // The answer names the loss, as /api/status (and the `model` event) name the model's.
+        let (_, s) = get(&app, "/api/status").await;
+        assert_eq!(p["loss"], s["model"]["loss"], "{loss:?}");
+        let (name, other) = match loss {
+            Loss::CrossEntropy => ("probabilities", "outputs"),
+            Loss::Mse => ("outputs", "probabilities"),
+        };
+        assert_eq!(p["loss"], loss.name());
+        assert!(p.get(other).is_none(), "{loss:?}: no {other:?} in {p}");
+        let values: Vec<f32> = serde_json::from_value(p[name].clone()).unwrap_or_else(|e| panic!("{loss:?}: {name:?}: {e} in {p}"));
+        assert_eq!(values.len(), CLASSES);
+        assert_eq!(p["digit"], argmax(&values), "{loss:?}");
+        // Softmax outputs add up to 1; an MSE model's raw outputs need not (nor this one's).
+        let sum: f32 = values.iter().sum();
+        assert_eq!((sum - 1.0).abs() < 1e-4, loss == Loss::CrossEntropy, "{loss:?}: the outputs add up to {sum}");
+        // A Rust client reads the same answer back.
+        let r: PredictResponse = serde_json::from_value(p.clone()).unwrap();
+        assert_eq!(r.outputs, Outputs::new(loss, values), "{loss:?}");
+    }
 }
 
 /// Runs the binary and returns (exit code, stderr).

@@ -802,12 +802,16 @@ async function predictNow() {
     const r = state.model === "page"
       ? JSON.parse(state.web.predict_drawing(pixels, pad.width, pad.height))
       : await postJson("api/predict", { width: pad.width, height: pad.height, pixels: Array.from(pixels) });
-    renderProbs(r.probabilities);
+    // The answer names its outputs after the model's loss: a cross-entropy model's are
+    // `probabilities`, an MSE model's are raw `outputs` (scores).
+    const scores = r.loss === "mse";
+    const outputs = scores ? r.outputs : r.probabilities;
+    renderProbs(outputs, scores);
     paintDigit($("seen"), r.input, 0);
     const where = state.model === "page" ? "in this page" : "on the server";
     const name = state.classNames[r.digit] === undefined ? String(r.digit) : state.classNames[r.digit];
     $("draw-text").textContent = `The network reads ${/^[0-9]$/.test(name) ? "a " + name : "“" + name + "”"} ` +
-      `(${state.modelLoss === "mse" ? "score " + r.probabilities[r.digit].toFixed(3) : pct(r.probabilities[r.digit])}, ${where}).`;
+      `(${scores ? "score " + outputs[r.digit].toFixed(3) : pct(outputs[r.digit])}, ${where}).`;
   } catch (e) {
     $("draw-text").textContent = "Could not classify: " + errorText(e);
   } finally {
@@ -835,10 +839,10 @@ function labelProbs() {
 /// The ten outputs as bars. A cross-entropy model's are probabilities (softmax); an MSE model's
 /// are its raw outputs, trained towards the one-hot label: scores, not probabilities, which can
 /// fall below 0 or pass 1. They are shown as numbers and the bars are clipped to [0, 1].
-function renderProbs(probs) {
+/// `scores`: whether they are an MSE model's (by default, whether the current model's loss is MSE).
+function renderProbs(probs, scores = state.modelLoss === "mse") {
   const list = labelProbs();
   const best = probs ? probs.indexOf(Math.max(...probs)) : -1;
-  const scores = state.modelLoss === "mse";
   list.setAttribute("aria-label", scores ? "the model's score for each class (MSE: not probabilities)" : "probability of each class");
   [...list.children].forEach((li, d) => {
     const p = probs ? probs[d] : 0;

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use crate::model_io::Outputs;
 
 /// Limits on a drawing sent to `/api/predict`.
 pub const MIN_SIDE: usize = 8;
@@ -52,9 +53,12 @@ impl PredictRequest {
 /// The answer of `POST /api/predict`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PredictResponse {
-    /// `P(digit = d)` for d = 0..9; sums to 1.
-    pub probabilities: Vec<f32>,
-    /// The most probable digit.
+    /// The ten outputs, flattened into the answer with the loss that says what they are:
+    /// `"loss": "cross-entropy"` and `"probabilities"` (`P(digit = d)`, summing to 1), or
+    /// `"loss": "mse"` and the raw `"outputs"` (scores, not probabilities).
+    #[serde(flatten)]
+    pub outputs: Outputs,
+    /// The class with the largest output.
     pub digit: usize,
     /// The 28x28 grey image the network saw after preprocessing (0 = background).
     pub input: Vec<u8>,

@@ -12,7 +12,8 @@
 //! - `run.rs`: a training run on its own thread, reporting events; stop after the current batch;
 //!   the device choice and the loop are the command line's (`crate::train`);
 //! - `model.rs`: the model of the latest epoch (or `--model`) on the CPU: a drawing becomes an
-//!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten probabilities;
+//!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten outputs
+//!   (probabilities, or an MSE model's scores);
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
 //! - `assets.rs`: the page (`web/`), compiled into the binary;
 //! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`

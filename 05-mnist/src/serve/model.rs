@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::events::ModelInfo;
 use crate::data::CLASSES;
 use crate::error::Result;
-use crate::model_io::{Classifier, Model, argmax, load_model};
+use crate::model_io::{Classifier, Model, Outputs, argmax, load_model};
 use crate::preprocess::to_mnist;
 
 pub struct ServeModel {
@@ -50,21 +50,23 @@ impl ServeModel {
         }
     }
 
-    /// Probabilities `[n, 10]` (row-major) for `pixels: [n, 784]` grey bytes, 0 = background.
+    /// Outputs `[n, 10]` (row-major) for `pixels: [n, 784]` grey bytes, 0 = background:
+    /// probabilities for a cross-entropy model, scores for an MSE one.
     pub fn probabilities(&self, pixels: &[u8]) -> Result<Vec<f32>> {
         self.classifier.lock().unwrap_or_else(|p| p.into_inner()).probabilities(pixels)
     }
 
-    /// The most probable digit of each of `pixels: [n, 784]`.
+    /// The class with the largest output for each of `pixels: [n, 784]`.
     pub fn classify(&self, pixels: &[u8]) -> Result<Vec<u8>> {
         Ok(self.probabilities(pixels)?.chunks(CLASSES).map(argmax).collect())
     }
 
-    /// A drawing of any size: preprocessed like MNIST (`preprocess::to_mnist`), then classified.
+    /// A drawing of any size: preprocessed like MNIST (`preprocess::to_mnist`), then classified;
+    /// the outputs are named after the model's loss ([`Outputs`]).
     pub fn predict_drawing(&self, req: &PredictRequest) -> Result<PredictResponse, ApiError> {
         let input = to_mnist(&req.pixels, req.width, req.height).map_err(ApiError::invalid)?;
-        let probabilities = self.probabilities(&input).map_err(|e| ApiError::internal(e.to_string()))?;
-        let digit = argmax(&probabilities) as usize;
-        Ok(PredictResponse { probabilities, digit, input })
+        let values = self.probabilities(&input).map_err(|e| ApiError::internal(e.to_string()))?;
+        let digit = argmax(&values) as usize;
+        Ok(PredictResponse { outputs: Outputs::new(self.model.spec.loss(), values), digit, input })
     }
 }

@@ -10,7 +10,8 @@
 //! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running, or  |
 //! |        |                | if its `dataset`'s files are not on the server             |
 //! | POST   | `/api/stop`    | `{}`: stops the run after its current batch; 409 if none  |
-//! | POST   | `/api/predict` | a drawing's ten probabilities; 409 without a model        |
+//! | POST   | `/api/predict` | a drawing's ten outputs: `probabilities`, or an MSE       |
+//! |        |                | model's `outputs` (scores), beside its `loss`; 409 without a model |
 //! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
 //! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
 //! | GET    | `/data/fashion/{file}` | Fashion-MNIST's, from its folder (`$FASHION_MNIST_DIR`) |

@@ -21,7 +21,7 @@ use mnist::data::{self, CLASSES, FILE_NAMES, Mnist, PIXELS};
 use mnist::datasets::DatasetKind;
 use mnist::idx::IdxArray;
 use mnist::metrics::EpochMetrics;
-use mnist::model_io::{self, Classifier, Model, argmax};
+use mnist::model_io::{self, Classifier, Model, Outputs, argmax};
 use mnist::train::{self, Device, Event, LossChoice, TrainRequest};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -109,9 +109,11 @@ struct NetworkJson {
     parameters: usize,
 }
 
+/// The shape of `mnist serve`'s `PredictResponse`: the outputs named after the model's loss.
 #[derive(Serialize)]
 struct PredictJson {
-    probabilities: Vec<f32>,
+    #[serde(flatten)]
+    outputs: Outputs,
     digit: usize,
     input: Vec<u8>,
 }
@@ -330,15 +332,16 @@ impl Session {
 
     /// Reads a drawing: `pixels: [height, width]` grey bytes, either polarity, any size. It is
     /// made MNIST-like (`preprocess::to_mnist`) and classified in this page, on the CPU:
-    /// `{probabilities, digit, input}` as JSON (the shape of `POST /api/predict`'s answer).
+    /// `{loss, probabilities | outputs, digit, input}` as JSON (the shape of `POST
+    /// /api/predict`'s answer: `probabilities` for a cross-entropy model, `outputs` for MSE).
     pub fn predict_drawing(&self, pixels: &[u8], width: usize, height: usize) -> Result<String, JsError> {
         let mut inner = self.inner.borrow_mut();
         let model = inner.model.as_mut().ok_or_else(|| js_err("no model in the page yet: train or load one"))?;
         let input = mnist::preprocess::to_mnist(pixels, width, height).map_err(js_err)?;
-        let probabilities = model.classifier.probabilities(&input).map_err(js_err)?;
-        debug_assert_eq!(probabilities.len(), CLASSES);
-        let digit = argmax(&probabilities) as usize;
-        Ok(json(&PredictJson { probabilities, digit, input }))
+        let values = model.classifier.probabilities(&input).map_err(js_err)?;
+        debug_assert_eq!(values.len(), CLASSES);
+        let digit = argmax(&values) as usize;
+        Ok(json(&PredictJson { outputs: Outputs::new(model.model.spec.loss(), values), digit, input }))
     }
 
     /// Trains a network in this page: `request` is the form as JSON (see `WebRequest`),
