@@ -122,13 +122,27 @@ fn fetch_verified(agent: &ureq::Agent, url: &str, expected: &str) -> Result<Vec<
 }
 
 /// Writes `bytes` to `target` through a temporary file in the same folder, flushed, then
-/// renamed: readers see either no file or the whole file.
+/// renamed: readers see either no file or the whole file. On unix the file ends up with the
+/// permissions `File::create` would leave: a replaced file's own, else `0o666` less the umask
+/// (`0o644` under the usual `022`), not the `0o600` a temporary file is made with.
 pub fn write_atomically(target: &Path, bytes: &[u8]) -> Result<()> {
     let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".partial-")
-        .tempfile_in(dir)
-        .map_err(|e| MnistError::io(dir, e))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".partial-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Asked for at creation, so the umask applies, as it does to `File::create`.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir).map_err(|e| MnistError::io(dir, e))?;
+    #[cfg(unix)]
+    if let Ok(existing) = std::fs::metadata(target) {
+        use std::os::unix::fs::PermissionsExt;
+        // `File::create` truncates a file and keeps its mode (a model kept private stays so).
+        let mode = std::fs::Permissions::from_mode(existing.permissions().mode() & 0o777);
+        tmp.as_file().set_permissions(mode).map_err(|e| MnistError::io(tmp.path(), e))?;
+    }
     tmp.write_all(bytes).map_err(|e| MnistError::io(tmp.path(), e))?;
     tmp.as_file().sync_all().map_err(|e| MnistError::io(tmp.path(), e))?;
     // On error `persist` hands the temporary file back; dropping it deletes it.
@@ -157,5 +171,31 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"hello");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_write_gives_the_permissions_file_create_gives() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        // A new file: what `File::create` gives one under this process's umask, 0o644 under the
+        // usual 022 (the temporary file alone would be 0o600: nobody else could read a model).
+        let reference = dir.path().join("reference");
+        std::fs::File::create(&reference).unwrap();
+        let target = dir.path().join("model.safetensors");
+        write_atomically(&target, b"first").unwrap();
+        let created = mode(&target);
+        assert_eq!(created, mode(&reference), "{created:o}, File::create gives {:o}", mode(&reference));
+        if mode(&reference) & 0o044 != 0 {
+            assert_ne!(created & 0o044, 0, "{created:o}: group and others may read it, as the umask allows");
+        }
+        // A replaced file keeps its permissions, whatever they are.
+        for kept in [0o600, 0o640, 0o664] {
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(kept)).unwrap();
+            write_atomically(&target, b"again").unwrap();
+            assert_eq!(mode(&target), kept, "{:o}, not {kept:o}", mode(&target));
+            assert_eq!(std::fs::read(&target).unwrap(), b"again");
+        }
     }
 }
