@@ -35,10 +35,6 @@
 //    EARLY_FETCH (the tuner's `ef` tiles, STAGES = 1): the next step's global loads are
 //    issued right after this step's tile is stored, before the barrier rather than after it.
 //    On the H200 that cost 3-7 % (see the README); not taken.
-//    INTERLEAVE (the tuner's `il` tiles, STAGES = 1 or 2): a sub-step loads its FN B fragments,
-//    then each A fragment right before the FN multiply-adds that use it, so five fragments are
-//    live at a time instead of eight. On the H200 it runs at the speed of the plain order (281-282
-//    TFLOP/s for the product at n = 4096 either way; see the README), so it is not taken.
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
@@ -94,7 +90,6 @@ const GM: u32 = 8u;             // row bands of workgroups walked together (swiz
 const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct loads)
 const FRAG_PREFETCH: bool = false; // STAGES = 1, 2: fragments loaded one 16-deep sub-step ahead
 const EARLY_FETCH: bool = false;   // STAGES = 1: the next step's global loads before the barrier
-const INTERLEAVE: bool = false;    // STAGES = 1, 2: each A fragment loaded just before its multiply-adds
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -422,39 +417,6 @@ fn main(
                     if FN > 2u { nb2 = frag_b(h, q + 16u, wj + 32u); }
                     if FN > 3u { nb3 = frag_b(h, q + 16u, wj + 48u); }
                 }
-            } else if INTERLEAVE {
-                // The row of B fragments first, then one A fragment at a time, each followed by
-                // its FN multiply-adds: five fragments live instead of eight.
-                b0 = frag_b(h, q, wj);
-                if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
-                if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
-                if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
-                a0 = frag_a(h, wi, q);
-                c00 = coopMultiplyAdd(a0, b0, c00);
-                if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
-                if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
-                if FN > 3u { c03 = coopMultiplyAdd(a0, b3, c03); }
-                if FM > 1u {
-                    a1 = frag_a(h, wi + 16u, q);
-                    c10 = coopMultiplyAdd(a1, b0, c10);
-                    if FN > 1u { c11 = coopMultiplyAdd(a1, b1, c11); }
-                    if FN > 2u { c12 = coopMultiplyAdd(a1, b2, c12); }
-                    if FN > 3u { c13 = coopMultiplyAdd(a1, b3, c13); }
-                }
-                if FM > 2u {
-                    a2 = frag_a(h, wi + 32u, q);
-                    c20 = coopMultiplyAdd(a2, b0, c20);
-                    if FN > 1u { c21 = coopMultiplyAdd(a2, b1, c21); }
-                    if FN > 2u { c22 = coopMultiplyAdd(a2, b2, c22); }
-                    if FN > 3u { c23 = coopMultiplyAdd(a2, b3, c23); }
-                }
-                if FM > 3u {
-                    a3 = frag_a(h, wi + 48u, q);
-                    c30 = coopMultiplyAdd(a3, b0, c30);
-                    if FN > 1u { c31 = coopMultiplyAdd(a3, b1, c31); }
-                    if FN > 2u { c32 = coopMultiplyAdd(a3, b2, c32); }
-                    if FN > 3u { c33 = coopMultiplyAdd(a3, b3, c33); }
-                }
             } else {
                 a0 = frag_a(h, wi, q);
                 if FM > 1u { a1 = frag_a(h, wi + 16u, q); }
@@ -464,9 +426,6 @@ fn main(
                 if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
                 if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
                 if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
-            }
-            if INTERLEAVE && STAGES > 0u {
-                continue; // (its multiply-adds are above)
             }
             c00 = coopMultiplyAdd(a0, b0, c00);
             if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }

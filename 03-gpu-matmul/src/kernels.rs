@@ -322,17 +322,10 @@ impl Kernel {
                 t(128, 128, 32, 16, 16).warp(64, 64).stages(1).early(),
                 t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).early(),
                 t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).prefetch().early(),
-                // Interleaved fragments (`il`): each A fragment loaded right before its
-                // multiply-adds, five fragments live instead of eight; and 16-deep steps with one
-                // buffer, whose tiles in flight take half the registers of 32-deep ones. On the
-                // H200: `il` as fast as without it, 16-deep s1 149 TFLOP/s against 281 for the
-                // product (results/h200-tune-08-il.txt).
-                t(128, 128, 32, 16, 16).warp(64, 64).stages(1).interleave(),
-                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).interleave(),
-                t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).interleave(),
+                // 16-deep steps with one buffer, whose tiles in flight take half the registers of
+                // 32-deep ones. On the H200: 149 TFLOP/s against 281 for the product
+                // (results/h200-tune-08-il.txt).
                 t(128, 128, 16, 16, 16).warp(64, 64).stages(1),
-                t(128, 128, 16, 16, 16).warp(64, 64).stages(1).interleave(),
-                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2).interleave(),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -378,11 +371,6 @@ impl Kernel {
         if tile.prefetch && (self != Kernel::CoopF16 || tile.stages == 0) {
             return bad("only kernel 08's staged tiles (stages 1 or 2) prefetch fragments from workgroup memory (pf); \
                         direct tiles always load one step ahead"
-                .into());
-        }
-        if tile.interleave && (self != Kernel::CoopF16 || tile.stages == 0 || tile.prefetch) {
-            return bad("only kernel 08's staged tiles (stages 1 or 2) without fragment prefetch interleave their fragment \
-                        loads with the multiply-adds (il)"
                 .into());
         }
         if tile.early && (self != Kernel::CoopF16 || tile.stages != 1) {
@@ -480,7 +468,6 @@ impl Kernel {
                 }
                 consts.push(("FRAG_PREFETCH", tile.prefetch.to_string()));
                 consts.push(("EARLY_FETCH", tile.early.to_string()));
-                consts.push(("INTERLEAVE", tile.interleave.to_string()));
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
                 // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
@@ -516,9 +503,8 @@ impl fmt::Display for Kernel {
 /// `stages` buffers of its tiles in workgroup memory (1 or 2), or none: `direct`, where each
 /// subgroup loads its fragments straight from the f16 copies (`stages = 0`); with tiles in
 /// workgroup memory it may load each sub-step's fragments one sub-step ahead (`prefetch`), and
-/// with one buffer it may issue the next step's global loads before the barrier (`early`), or
-/// load each A fragment right before its multiply-adds (`interleave`).
-/// Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`, and the four flags are false. In
+/// with one buffer it may issue the next step's global loads before the barrier (`early`).
+/// Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`, and the three flags are false. In
 /// kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -543,16 +529,12 @@ pub struct Tile {
     /// step's tile is stored in workgroup memory, before the barrier that lets the subgroups read
     /// it, instead of after that barrier (WGSL `EARLY_FETCH`).
     pub early: bool,
-    /// Kernel 08 with `stages` 1 or 2 (without `prefetch`): each 16-deep sub-step loads its B
-    /// fragments, then each A fragment right before the multiply-adds that use it (WGSL
-    /// `INTERLEAVE`).
-    pub interleave: bool,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false, interleave: false }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false }
     }
 
     /// The same tile with `stages` buffers of the shared tiles (kernel 08).
@@ -563,7 +545,7 @@ impl Tile {
     /// The same tile with no shared tiles: fragments loaded straight from the f16 copies
     /// (kernel 08).
     pub const fn direct(self) -> Self {
-        Self { stages: 0, direct: true, prefetch: false, early: false, interleave: false, ..self }
+        Self { stages: 0, direct: true, prefetch: false, early: false, ..self }
     }
 
     /// The same tile loading each 16-deep sub-step's fragments from workgroup memory one
@@ -576,12 +558,6 @@ impl Tile {
     /// one buffer).
     pub const fn early(self) -> Self {
         Self { early: true, ..self }
-    }
-
-    /// The same tile loading each A fragment right before its multiply-adds (kernel 08 with
-    /// tiles in workgroup memory).
-    pub const fn interleave(self) -> Self {
-        Self { interleave: true, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -613,8 +589,8 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf`, ` ef` and
-/// ` il` where set: `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`,
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf` and ` ef`
+/// where set: `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`,
 /// `128x128x32/16x16 w64x64 g8 direct`, `128x128x32/16x16 w64x64 g8 s1 pf`.
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -636,9 +612,6 @@ impl fmt::Display for Tile {
         }
         if self.early {
             write!(f, " ef")?;
-        }
-        if self.interleave {
-            write!(f, " il")?;
         }
         Ok(())
     }

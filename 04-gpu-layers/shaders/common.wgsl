@@ -17,6 +17,16 @@ struct Batch {
     _pad1: u32,
 }
 
+// A linear layer's shape and activation, the uniform of linear_forward, linear_forward_tiled and
+// linear_backward_input (`act` is the activation after the layer in the forward kernels, the
+// activation of `h` in the backward one).
+struct LinearParams {
+    inputs: u32,
+    outputs: u32,
+    act: u32,
+    _pad: u32,
+}
+
 // Activations are ACT_NONE (the output layer), ACT_RELU, ACT_TANH, ACT_SIGMOID or ACT_GELU
 // (Activation::code in Rust, written into the prelude by src/wgsl.rs).
 

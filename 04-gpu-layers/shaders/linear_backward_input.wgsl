@@ -5,13 +5,7 @@
 // -> dx: [batch, in] (dL/d pre-activation of the layer below). Used between two hidden layers;
 // one invocation per element of dx, each a dot product of a dy row and a W row.
 
-struct LinearParams {
-    inputs: u32,
-    outputs: u32,
-    act: u32,
-    _pad: u32,
-}
-
+// `p` is the layer's LinearParams (common.wgsl).
 @group(0) @binding(0) var<storage, read> dy: array<f32>;
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read> h: array<f32>;

@@ -20,13 +20,7 @@
 // `DeviceFit`). Every loop over them has a constant trip count, which the shader
 // compiler unrolls, so the arrays below live in registers.
 
-struct LinearParams {
-    inputs: u32,
-    outputs: u32,
-    act: u32,
-    _pad: u32,
-}
-
+// `p` is the layer's LinearParams (common.wgsl).
 // The input (binding 0, and 5-9 when gathering) is read through `input_start` and `input`,
 // from forward_input.wgsl (the tensor x) or forward_input_gather.wgsl (bytes gathered by this
 // dispatch itself), prepended by the host.

@@ -27,13 +27,7 @@
 // FT_M, FT_N, FT_K and FT_S come from the prelude (src/wgsl.rs, `FusedTiles`).
 // `FusedTiles::tiled_min` decides which layers run this kernel instead of linear_forward.
 
-struct LinearParams {
-    inputs: u32,
-    outputs: u32,
-    act: u32,
-    _pad: u32,
-}
-
+// `p` is the layer's LinearParams (common.wgsl).
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> batch: Batch;

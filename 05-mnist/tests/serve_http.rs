@@ -8,19 +8,11 @@ mod support;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use mnist::data::{PIXELS, SIDE};
+use mnist::data::PIXELS;
 use mnist::datasets::DatasetKind;
 use mnist::serve::{AppState, router};
 use serde_json::{Value, json};
-use serve_support::{Events, app, data, get, named, post, post_raw, refused, send};
-
-/// Test image `i`, scaled 4x (112x112) as if drawn on a canvas.
-fn drawn_test_digit(i: usize) -> Value {
-    let img = data().test.image(i).to_vec();
-    let side = SIDE * 4;
-    let pixels: Vec<u8> = (0..side * side).map(|p| img[(p / side / 4) * SIDE + (p % side) / 4]).collect();
-    json!({ "width": side, "height": side, "pixels": pixels })
-}
+use serve_support::{Events, app, data, drawn_test_digit, get, named, post, post_raw, refused, send};
 
 #[tokio::test]
 async fn the_page_and_its_files_are_served() {
@@ -112,7 +104,7 @@ async fn bad_training_requests_are_refused_with_a_message() {
 async fn bad_drawings_are_refused_with_a_message() {
     let (_, app) = app();
     // Without a model first: a clear 409.
-    refused(post(&app, "/api/predict", drawn_test_digit(0)).await, StatusCode::CONFLICT, "no model yet");
+    refused(post(&app, "/api/predict", drawn_test_digit(0, 4)).await, StatusCode::CONFLICT, "no model yet");
     let j = "application/json";
     refused(post_raw(&app, "/api/predict", j, "{\"width\": 8").await, StatusCode::BAD_REQUEST, "JSON");
     let bad = [
@@ -194,7 +186,7 @@ async fn a_short_cpu_run_streams_its_epochs_and_makes_a_model_that_reads_digits(
     assert!(right >= 19, "{right} of 24 right: {predicted:?}");
 
     // A test digit, drawn 4x larger: preprocessed back to 28x28 and read correctly.
-    let (status, p) = post(&app, "/api/predict", drawn_test_digit(0)).await;
+    let (status, p) = post(&app, "/api/predict", drawn_test_digit(0, 4)).await;
     assert_eq!(status, StatusCode::OK, "{p}");
     let probs: Vec<f32> = serde_json::from_value(p["probabilities"].clone()).unwrap();
     assert_eq!(probs.len(), 10);
@@ -234,7 +226,7 @@ async fn stop_takes_effect_after_the_current_batch_and_keeps_the_model() {
     // What it learned so far is the model now.
     let model = named(&seen, "model");
     assert!(model[0]["description"].as_str().unwrap().contains("stopped during epoch 1"), "{seen:?}");
-    let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
+    let (status, p) = post(&app, "/api/predict", drawn_test_digit(1, 4)).await;
     assert_eq!(status, StatusCode::OK, "{p}");
     refused(post(&app, "/api/stop", json!({})).await, StatusCode::CONFLICT, "no training run");
     state.wait_for_run();

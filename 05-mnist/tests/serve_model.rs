@@ -10,12 +10,11 @@ use std::sync::atomic::AtomicBool;
 
 use axum::http::StatusCode;
 use gpu_layers::{Loss, NetworkSpec};
-use mnist::data::{CLASSES, Mnist, PIXELS, SIDE};
+use mnist::data::{CLASSES, Mnist, PIXELS};
 use mnist::model_io::{Model, Outputs, argmax, save_model};
 use mnist::serve::{AppState, PredictResponse, ServeModel, router};
 use mnist::train::{Device, TrainConfig, train};
-use serde_json::{Value, json};
-use serve_support::{data, get, post};
+use serve_support::{data, drawn_test_digit, get, post};
 
 /// A model trained for one epoch on 2,000 images, saved as safetensors in `dir`.
 fn saved_model(dir: &std::path::Path) -> std::path::PathBuf {
@@ -46,17 +45,9 @@ async fn a_loaded_model_predicts_from_the_start() {
     assert!(right >= 18, "{right} of 24 right: {predicted:?}");
 
     // Test digit 1 (a 2), drawn 3x larger.
-    let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
+    let (status, p) = post(&app, "/api/predict", drawn_test_digit(1, 3)).await;
     assert_eq!(status, StatusCode::OK, "{p}");
     assert_eq!(p["digit"], data().test.labels[1]);
-}
-
-/// Test digit `i`, drawn 3x larger: a `POST /api/predict` body.
-fn drawn_test_digit(i: usize) -> Value {
-    let img = data().test.image(i).to_vec();
-    let side = SIDE * 3;
-    let pixels: Vec<u8> = (0..side * side).map(|p| img[(p / side / 3) * SIDE + (p % side) / 3]).collect();
-    json!({ "width": side, "height": side, "pixels": pixels })
 }
 
 #[tokio::test]
@@ -65,7 +56,7 @@ async fn predictions_are_named_after_the_models_loss() {
         let spec = NetworkSpec::new(PIXELS, &[16], CLASSES).unwrap().with_loss(loss);
         let model = ServeModel::new(Model::new(spec.clone(), spec.init_parameters(3)).unwrap(), "a test model").unwrap();
         let app = router(AppState::new(data(), Some(model)));
-        let (status, p) = post(&app, "/api/predict", drawn_test_digit(1)).await;
+        let (status, p) = post(&app, "/api/predict", drawn_test_digit(1, 3)).await;
         assert_eq!(status, StatusCode::OK, "{p}");
         // The answer names the loss, as /api/status (and the `model` event) name the model's.
         let (_, s) = get(&app, "/api/status").await;

@@ -11,9 +11,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures_util::StreamExt;
-use mnist::data::Mnist;
+use mnist::data::{Mnist, SIDE};
 use mnist::serve::{AppState, router};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::support;
@@ -24,6 +24,15 @@ pub const WAIT: Duration = Duration::from_secs(120);
 pub fn data() -> Arc<Mnist> {
     static DATA: OnceLock<Arc<Mnist>> = OnceLock::new();
     DATA.get_or_init(|| Arc::new(support::mnist().clone())).clone()
+}
+
+/// Test image `i`, scaled `scale` times (nearest neighbour) as if drawn on a canvas: a
+/// `POST /api/predict` body.
+pub fn drawn_test_digit(i: usize, scale: usize) -> Value {
+    let img = data().test.image(i).to_vec();
+    let side = SIDE * scale;
+    let pixels: Vec<u8> = (0..side * side).map(|p| img[(p / side / scale) * SIDE + (p % side) / scale]).collect();
+    json!({ "width": side, "height": side, "pixels": pixels })
 }
 
 pub fn app() -> (AppState, Router) {
