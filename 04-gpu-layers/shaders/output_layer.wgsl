@@ -8,8 +8,9 @@
 // read back. Here z and dL/dz never leave workgroup memory (out receives dL/dz only because the
 // weight update needs it).
 //
-// Each workgroup takes `rows_per_group` rows (the host picks it: `FusedTiles::output_rows`, fewer when the classes
-// of that many rows would not fit in z_sh), with OUT_WG / rows_per_group invocations per row.
+// Each workgroup takes `rows_per_group` rows (the host picks it: `FusedTiles::output_rows`,
+// fewer when the classes of that many rows would not fit in z_sh), with OUT_WG / rows_per_group
+// invocations per row.
 // Why several rows: W and b are staged in workgroup memory once for all of them (MNIST: 129 x 10
 // floats, one load per invocation), and the loss counters take one set of atomic adds per row
 // from far fewer workgroups. Why the softmax has no tree: with ten classes a row's max, sum and

@@ -79,7 +79,7 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
     //    (it is only read from here on), and every invocation of a row reads all of them and
     //    finds the row's max, argmax (the first maximum wins, as on the CPU) and sum of
     //    exponentials itself. With ten classes that is ten reads and ten exponentials each:
-    //    redundant work, but cheaper than the four barriers and three one-invocation phases that
+    //    redundant work, but cheaper than the four barriers and two one-invocation phases that
     //    a shared max and sum cost. The invocation that counts the row (the row's last, which
     //    has no dh to compute when the row has more invocations than h has columns) issues its
     //    atomic adds while the others go on with dL/dz and dh. Invocations with none of the
