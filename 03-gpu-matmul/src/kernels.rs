@@ -337,6 +337,13 @@ impl Kernel {
         tiles
     }
 
+    /// The WGSL of this kernel for one tile and transpose, as its pipelines compile it: the
+    /// shader file with its constants rewritten (`specialize`).
+    pub fn wgsl(self, tile: Tile, t: Transpose, limits: &wgpu::Limits) -> Result<String, MatmulError> {
+        let consts = self.constants(tile, t, limits)?;
+        specialize(self.source(), &consts).map_err(|why| MatmulError::Config { kernel: self, tile, why })
+    }
+
     /// Invocations per workgroup: one per `tm x tn` block, except kernel 06, where a
     /// `tm x tn` block belongs to a subgroup of 32, and kernels 07 and 08, where a subgroup of
     /// 32 computes each `wm x wn` block.

@@ -250,9 +250,7 @@ impl Variant {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let consts = self.kernel.constants(self.tile, t, &ctx.limits)?;
-        let wgsl = specialize(self.kernel.source(), &consts)
-            .map_err(|why| MatmulError::Config { kernel: self.kernel, tile: self.tile, why })?;
+        let wgsl = self.kernel.wgsl(self.tile, t, &ctx.limits)?;
         let label = format!("matmul {} {} ({})", self.kernel, self.tile, formula(t));
         let product = build_pipeline(ctx, &label, &wgsl, "main", self.checks)?;
         let to_f16 = if self.kernel.converts_to_f16() {

@@ -6,6 +6,7 @@
 //! cargo run --release -p gpu-matmul -- --sizes 1024,2048,4096 --transposes
 //! cargo run --release -p gpu-matmul -- --tune --sizes 4096  # every candidate tile, one table
 //! cargo run --release -p gpu-matmul -- 7 8 --tune --transposes --sizes 4096,8192  # the sweep
+//! cargo run --release -p gpu-matmul -- 5 8 --compiled      # registers, spills... per tile
 //! ```
 //!
 //! Kernel 0 is the CPU (stage 02's best matmul). On a GPU the runner first times two probes
@@ -76,6 +77,16 @@ struct Args {
     /// Skip the table that times kernels 03-05 with each setting of the runtime checks.
     #[arg(long)]
     no_checks_study: bool,
+    /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
+    /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
+    /// wgpu's buffer robustness and without, then stop: each kernel's ladder of tiles, or with
+    /// --tune every candidate tile; with --transposes all three products.
+    #[arg(long)]
+    compiled: bool,
+    /// With --compiled: also write each text representation the driver offers (compiled code,
+    /// if it gives any) into this folder, one file per kernel, tile, product and robustness.
+    #[arg(long, requires = "compiled")]
+    compiled_out: Option<std::path::PathBuf>,
 }
 
 fn parse_checks(s: &str) -> Result<Checks, String> {
@@ -547,14 +558,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     want_cpu &= !args.no_cpu && !args.tune;
 
-    println!(
-        "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all; one where a single run takes that long) \
-         of back-to-back dispatches (~1 ms each on a GPU), after {} warm-up passes{}; end to end = wall-clock median of up to 5 runs \
-         (about {TIMING_BUDGET_S} s) of upload A, B + kernel + download C",
-        GpuTimer::new(&ctx).source(),
-        args.warmup,
-        if software { String::new() } else { format!(" and at least {WARM_UP_S} s of warm-up") }
-    );
     let cublas = load_cublas(&ctx, args.cublas.as_deref())?;
     let mut usable = Vec::new();
     for k in kernels {
@@ -563,6 +566,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             _ => usable.push(k),
         }
     }
+    if args.compiled {
+        let transposes: &[Transpose] = if args.transposes { &TRANSPOSES } else { &[Transpose::None] };
+        return compiled(&ctx, &usable, args.tune, transposes, args.compiled_out.as_deref());
+    }
+    println!(
+        "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all; one where a single run takes that long) \
+         of back-to-back dispatches (~1 ms each on a GPU), after {} warm-up passes{}; end to end = wall-clock median of up to 5 runs \
+         (about {TIMING_BUDGET_S} s) of upload A, B + kernel + download C",
+        GpuTimer::new(&ctx).source(),
+        args.warmup,
+        if software { String::new() } else { format!(" and at least {WARM_UP_S} s of warm-up") }
+    );
     let bench = Bench { ctx: &ctx, timer: GpuTimer::new(&ctx), reps, warmup: args.warmup };
     let mut yard = Yardsticks::default();
     if !args.no_probe && !software {
@@ -618,6 +633,64 @@ impl Yardsticks {
         let figures = cublas.and_then(|c| c.get(shape, t));
         Self { cublas_f32: figures.map(|f| f[0]), cublas_f16: figures.map(|f| f[2]), ..*self }
     }
+}
+
+/// `--compiled`: what the driver made of each kernel's tiles (`common::compiled`), one line per
+/// tile, product and robustness setting, with the statistics as the driver names them.
+fn compiled(
+    ctx: &GpuContext,
+    kernels: &[Kernel],
+    every_tile: bool,
+    transposes: &[Transpose],
+    out: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use common::compiled::{Inspector, Robustness};
+    if ctx.info.backend != common::wgpu::Backend::Vulkan {
+        return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
+    }
+    let inspectors = [Inspector::open(&ctx.info.name, Robustness::AsWgpu)?, Inspector::open(&ctx.info.name, Robustness::Off)?];
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--compiled-out {}: {e}", dir.display()))?;
+    }
+    println!(
+        "\ncompiled by the driver of {} (Vulkan, VK_KHR_pipeline_executable_properties), entry point `main`, naga's runtime \
+         checks off; `robust`: the device enables robustBufferAccess(2) as wgpu's does, `plain`: it does not",
+        inspectors[0].adapter
+    );
+    let mut described = false;
+    for &k in kernels {
+        let tiles = if every_tile { k.tune_tiles() } else { k.tile_ladder() };
+        for tile in tiles {
+            for &t in transposes {
+                let wgsl = k.wgsl(tile, t, &ctx.limits)?;
+                for inspector in &inspectors {
+                    let which = if inspector.robustness == Robustness::AsWgpu { "robust" } else { "plain" };
+                    for e in inspector.inspect(&wgsl, "main")? {
+                        if !described {
+                            for s in &e.statistics {
+                                println!("  {}: {}", s.name, s.description);
+                            }
+                            described = true;
+                        }
+                        let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
+                        println!("kernel {k} {tile} | {} | {which} | {}", formula(t), stats.join(", "));
+                        for (name, text) in &e.representations {
+                            let Some(dir) = out else {
+                                println!("    ({name}: {} lines; --compiled-out DIR writes it)", text.lines().count());
+                                continue;
+                            };
+                            let file = format!("{k} {tile} {t:?} {which} {name}.txt")
+                                .chars()
+                                .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+                                .collect::<String>();
+                            std::fs::write(dir.join(&file), text).map_err(|e| format!("writing {file}: {e}"))?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Times the ceiling probes and prints them; returns the f32 and cooperative-matrix TFLOP/s.

@@ -66,6 +66,12 @@ struct Args {
     /// chunk overlaps the GPU running the previous one.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     chunk: u32,
+    /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
+    /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
+    /// the tiles of batch 64 and of big batches, with wgpu's buffer robustness and without; then
+    /// stop.
+    #[arg(long)]
+    compiled: bool,
 }
 
 mod sweep;
@@ -88,6 +94,9 @@ fn run(args: &Args) -> Result<(), AnyError> {
     let ctx = GpuContext::new()?;
     ctx.print_banner();
     let kernels = Kernels::new();
+    if args.compiled {
+        return compiled(&ctx);
+    }
     if args.sweep {
         return sweep::sweep(&ctx, args);
     }
@@ -98,6 +107,43 @@ fn run(args: &Args) -> Result<(), AnyError> {
     }
     if args.bench || args.bench_only {
         bench(&ctx, &kernels, args)?;
+    }
+    Ok(())
+}
+
+/// `--compiled`: what the driver made of each kernel (`common::compiled`), one line per kernel,
+/// tile set and robustness setting, with the statistics as the driver names them.
+fn compiled(ctx: &GpuContext) -> Result<(), AnyError> {
+    use common::compiled::{Inspector, Robustness};
+    use gpu_layers::{FusedTiles, KernelId, wgsl::DeviceFit};
+    if ctx.info.backend != common::wgpu::Backend::Vulkan {
+        return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
+    }
+    let inspectors = [Inspector::open(&ctx.info.name, Robustness::AsWgpu)?, Inspector::open(&ctx.info.name, Robustness::Off)?];
+    let fit = DeviceFit::for_limits(&ctx.limits);
+    println!(
+        "\ncompiled by the driver of {} (Vulkan, VK_KHR_pipeline_executable_properties), naga's runtime checks off; \
+         `robust`: the device enables robustBufferAccess(2) as wgpu's does, `plain`: it does not",
+        inspectors[0].adapter
+    );
+    let mut described = false;
+    for (tiles_name, tiles) in [("batch 64", FusedTiles::DEFAULT), ("big batches", FusedTiles::for_batch(256))] {
+        for id in KernelId::ALL {
+            let wgsl = id.source(&tiles, fit);
+            for inspector in &inspectors {
+                let which = if inspector.robustness == Robustness::AsWgpu { "robust" } else { "plain" };
+                for e in inspector.inspect(&wgsl, "main")? {
+                    if !described {
+                        for s in &e.statistics {
+                            println!("  {}: {}", s.name, s.description);
+                        }
+                        described = true;
+                    }
+                    let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
+                    println!("{:<24} | {tiles_name:<11} | {which} | {}", id.name(), stats.join(", "));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -11,6 +11,8 @@
 //! - waiting (`wait.rs`): read-backs and waits written once as `async fn`s, for native targets
 //!   (where `read`, `wait` block on them) and browsers (WebGPU, where nothing may block).
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
+//! - what the driver compiled (`compiled.rs`, native): registers, spills and other statistics
+//!   of a kernel, through Vulkan's `VK_KHR_pipeline_executable_properties`.
 //! - the checker (`check.rs`): `abs + |expected| * rel` tolerances where NaN always fails.
 //! - the flag tables (`flags.rs`, native): the loop every runner's `tests/flags.rs` runs its
 //!   table of boundary values with, each case a real run of the binary.
@@ -21,6 +23,8 @@
 
 mod buffers;
 pub mod check;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod compiled;
 mod context;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]

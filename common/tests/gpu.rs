@@ -168,3 +168,40 @@ fn concurrent_read_backs_each_get_their_own_bytes() {
         }
     });
 }
+
+/// The driver compiles a kernel for `common::compiled` and reports on it, or, where the driver
+/// lacks `VK_KHR_pipeline_executable_properties` (Mesa 22's lavapipe in CI), the error says so.
+/// On the H200 this test runs too (its binary is carried there with the runners).
+#[test]
+fn the_driver_reports_what_it_compiled() {
+    use common::compiled::{Inspector, Robustness};
+    let ctx = test_context();
+    if ctx.info.backend != wgpu::Backend::Vulkan {
+        panic!("this test needs a Vulkan adapter; got {}", ctx.adapter_line());
+    }
+    assert!(matches!(Inspector::open("no such adapter", Robustness::Off), Err(GpuError::AdapterNotFound { .. })));
+    for robustness in [Robustness::AsWgpu, Robustness::Off] {
+        let inspector = match Inspector::open(&ctx.info.name, robustness) {
+            Ok(inspector) => inspector,
+            Err(e) => {
+                assert!(matches!(e, GpuError::MissingFeature(_)), "{e}");
+                assert!(e.to_string().contains("VK_KHR_pipeline_executable_properties"), "{e}");
+                eprintln!("{}: {e}", ctx.info.name);
+                continue;
+            }
+        };
+        let executables = inspector.inspect(ADD_ONE, "main").unwrap();
+        assert!(!executables.is_empty(), "no executable for {}", inspector.adapter);
+        for e in &executables {
+            eprintln!("{} ({robustness:?}): {} / {} / subgroup {}", inspector.adapter, e.name, e.description, e.subgroup_size);
+            for s in &e.statistics {
+                eprintln!("  {} = {} ({})", s.name, s.value, s.description);
+            }
+            for (name, text) in &e.representations {
+                eprintln!("  representation {name}: {} lines", text.lines().count());
+            }
+            assert!(!e.statistics.is_empty(), "{}: no statistics", e.name);
+        }
+        assert!(matches!(inspector.inspect(ADD_ONE, "no_such_entry"), Err(GpuError::Validation(_))));
+    }
+}
