@@ -35,6 +35,10 @@
 //    EARLY_FETCH (the tuner's `ef` tiles, STAGES = 1): the next step's global loads are
 //    issued right after this step's tile is stored, before the barrier rather than after it.
 //    On the H200 that cost 3-7 % (see the README); not taken.
+//    SYNC_COPY (the tuner's `sc` tiles, STAGES = 1): each step loads its own tiles and stores
+//    them at once, so no registers stay reserved for tiles in flight during the multiply-adds
+//    (fewer registers per invocation, perhaps more workgroups per multiprocessor); the loads'
+//    latency is then hidden only by the other workgroups.
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
@@ -90,6 +94,7 @@ const GM: u32 = 8u;             // row bands of workgroups walked together (swiz
 const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct loads)
 const FRAG_PREFETCH: bool = false; // STAGES = 1, 2: fragments loaded one 16-deep sub-step ahead
 const EARLY_FETCH: bool = false;   // STAGES = 1: the next step's global loads before the barrier
+const SYNC_COPY: bool = false;     // STAGES = 1: each step loads and stores its own tiles first
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -340,7 +345,7 @@ fn main(
 
     // The copies hold zeros from k up to a multiple of PAD_K, so whole BK steps are safe.
     let steps = select(0u, (dims.k + BK - 1u) / BK, inside);
-    if STAGES > 0u && steps > 0u {
+    if STAGES > 0u && steps > 0u && !SYNC_COPY {
         fetch(tid, row0, col0, 0u);
     }
     if STAGES == 0u && steps > 0u {
@@ -361,7 +366,10 @@ fn main(
         let h = select(0u, t % 2u, STAGES == 2u);
         let more = t + 1u < steps;
         if STAGES == 1u {
-            stash(tid, 0u); // tile t, fetched during the last step
+            if SYNC_COPY {
+                fetch(tid, row0, col0, t * BK); // tile t, now: nothing is in flight across the math
+            }
+            stash(tid, 0u); // tile t, fetched during the last step (or just now)
             if EARLY_FETCH && more {
                 fetch(tid, row0, col0, (t + 1u) * BK); // (the registers were just stored)
             }
@@ -379,7 +387,7 @@ fn main(
             if FN > 2u { nb2 = frag_b(h, 0u, wj + 32u); }
             if FN > 3u { nb3 = frag_b(h, 0u, wj + 48u); }
         }
-        if STAGES > 0u && more && !EARLY_FETCH {
+        if STAGES > 0u && more && !EARLY_FETCH && !SYNC_COPY {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
         for (var q = 0u; q < BK; q += 16u) {

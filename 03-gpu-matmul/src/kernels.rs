@@ -326,6 +326,15 @@ impl Kernel {
                 // 32-deep ones. On the H200: 149 TFLOP/s against 281 for the product
                 // (results/h200-tune-08-il.txt).
                 t(128, 128, 16, 16, 16).warp(64, 64).stages(1),
+                // Each step's tiles copied at its start (`sc`): no registers held for tiles in
+                // flight (the ladder's tile takes 228 registers per invocation on the H200, so two
+                // workgroups of 128 fit a multiprocessor; at most 168 would let three in).
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).sync(),
+                t(128, 128, 32, 16, 16).warp(64, 64).stages(1).sync(),
+                t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).sync(),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(1).sync(),
+                t(64, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).sync(),
+                t(128, 256, 32, 16, 16).warp(64, 64).group(8).stages(1).sync(),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -384,6 +393,9 @@ impl Kernel {
             return bad("only kernel 08's one-buffer tiles (stages 1) fetch early (ef): with two buffers no barrier \
                         separates the store of a tile from the next fetch"
                 .into());
+        }
+        if tile.sync && (self != Kernel::CoopF16 || tile.stages != 1 || tile.early) {
+            return bad("only kernel 08's one-buffer tiles (stages 1, not ef) copy each step's tiles at its start (sc)".into());
         }
         if warp_level && (tile.warps() == 0 || tile.gm == 0) {
             return bad("the warp tile wm x wn must divide the workgroup tile bm x bn, and gm must be positive".into());
@@ -475,6 +487,7 @@ impl Kernel {
                 }
                 consts.push(("FRAG_PREFETCH", tile.prefetch.to_string()));
                 consts.push(("EARLY_FETCH", tile.early.to_string()));
+                consts.push(("SYNC_COPY", tile.sync.to_string()));
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
                 // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
@@ -510,7 +523,8 @@ impl fmt::Display for Kernel {
 /// `stages` buffers of its tiles in workgroup memory (1 or 2), or none: `direct`, where each
 /// subgroup loads its fragments straight from the f16 copies (`stages = 0`); with tiles in
 /// workgroup memory it may load each sub-step's fragments one sub-step ahead (`prefetch`), and
-/// with one buffer it may issue the next step's global loads before the barrier (`early`).
+/// with one buffer it may issue the next step's global loads before the barrier (`early`), or
+/// load each step's tiles at the start of that step instead of one step ahead (`sync`).
 /// Elsewhere `wm = wn = 0`, `gm = 1`, `stages = 0`, and the three flags are false. In
 /// kernel 06 `tm x tn` is one subgroup's block; in kernel 08 it is the 16 x 16 fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -536,12 +550,17 @@ pub struct Tile {
     /// step's tile is stored in workgroup memory, before the barrier that lets the subgroups read
     /// it, instead of after that barrier (WGSL `EARLY_FETCH`).
     pub early: bool,
+    /// Kernel 08 with `stages = 1`: each k-step loads its own tiles from global memory and
+    /// stores them straight into workgroup memory, instead of loading the next step's during
+    /// this step's multiply-adds (WGSL `SYNC_COPY`). No registers stay reserved for tiles in
+    /// flight, so more workgroups may fit on a multiprocessor to hide the loads' latency.
+    pub sync: bool,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false, sync: false }
     }
 
     /// The same tile with `stages` buffers of the shared tiles (kernel 08).
@@ -552,7 +571,7 @@ impl Tile {
     /// The same tile with no shared tiles: fragments loaded straight from the f16 copies
     /// (kernel 08).
     pub const fn direct(self) -> Self {
-        Self { stages: 0, direct: true, prefetch: false, early: false, ..self }
+        Self { stages: 0, direct: true, prefetch: false, early: false, sync: false, ..self }
     }
 
     /// The same tile loading each 16-deep sub-step's fragments from workgroup memory one
@@ -565,6 +584,12 @@ impl Tile {
     /// one buffer).
     pub const fn early(self) -> Self {
         Self { early: true, ..self }
+    }
+
+    /// The same tile loading each step's tiles at the start of that step (kernel 08 with one
+    /// buffer).
+    pub const fn sync(self) -> Self {
+        Self { sync: true, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -596,7 +621,7 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf` and ` ef`
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf`, ` ef` and ` sc`
 /// where set: `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`,
 /// `128x128x32/16x16 w64x64 g8 direct`, `128x128x32/16x16 w64x64 g8 s1 pf`.
 impl fmt::Display for Tile {
@@ -619,6 +644,9 @@ impl fmt::Display for Tile {
         }
         if self.early {
             write!(f, " ef")?;
+        }
+        if self.sync {
+            write!(f, " sc")?;
         }
         Ok(())
     }

@@ -14,9 +14,10 @@
 // sums every UPD_RS-th row for its 16 parameters (one vec4 of x and one of dy per row, 16
 // multiply-adds), then the slices' partial sums meet in workgroup memory and each invocation
 // moves 1024 / (64 x UPD_RS) parameters. Splitting the batch over slices shortens each chain of
-// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4, 8. The
-// parameters and their optimizer state are loaded at the start, while the rows are staged,
-// because they do not depend on the gradient. Putting both layers in one dispatch saves a
+// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4, 8. With
+// UPD_PRE = 1 the parameters and their optimizer state are loaded at the start, while the rows
+// are staged, because they do not depend on the gradient; with UPD_PRE = 0 they are loaded at
+// the end, which keeps those registers free during the rounds. Putting both layers in one dispatch saves a
 // dispatch (and its barrier) per training step, where the device allows the 11 storage buffers
 // that takes (else linear_update_b_unbound.wgsl: one layer per dispatch).
 
@@ -45,8 +46,8 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
-// T (the tile side the host divides by), UPD_RS (batch slices) and UPD_R (rows per round) come
-// from the prelude (src/wgsl.rs, `FusedTiles`).
+// T (the tile side the host divides by), UPD_RS (batch slices), UPD_R (rows per round) and
+// UPD_PRE come from the prelude (src/wgsl.rs, `FusedTiles`).
 const TQ: u32 = T / 4u;                  // 4-wide blocks along a tile side
 const THREADS: u32 = TQ * TQ * UPD_RS;   // invocations per workgroup
 const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at the end
@@ -180,9 +181,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
     // gradient.
     var pre: array<Param, PER_THREAD>;
-    for (var m = 0u; m < PER_THREAD; m++) {
-        let e = li + m * THREADS;
-        pre[m] = load_param(is_b, shape, k0 + e / T, j0 + e % T);
+    if UPD_PRE == 1u {
+        for (var m = 0u; m < PER_THREAD; m++) {
+            let e = li + m * THREADS;
+            pre[m] = load_param(is_b, shape, k0 + e / T, j0 + e % T);
+        }
     }
 
     var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
@@ -227,6 +230,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var t = 0u; t < UPD_RS; t++) {
             g += sh[(t * TQ * TQ + block) * 4u + kk % 4u][jj % 4u];
         }
-        step(is_b, shape, k0 + kk, j0 + jj, pre[m], g);
+        var p = pre[m];
+        if UPD_PRE == 0u {
+            p = load_param(is_b, shape, k0 + kk, j0 + jj);
+        }
+        step(is_b, shape, k0 + kk, j0 + jj, p, g);
     }
 }

@@ -144,7 +144,12 @@ impl KernelId {
                 c
             }
             KernelId::LinearUpdate => {
-                vec![("T", tiles.update_t), ("UPD_R", tiles.update_r), ("UPD_RS", tiles.update_slices)]
+                vec![
+                    ("T", tiles.update_t),
+                    ("UPD_R", tiles.update_r),
+                    ("UPD_RS", tiles.update_slices),
+                    ("UPD_PRE", tiles.update_preload as u32),
+                ]
             }
             _ => vec![],
         }

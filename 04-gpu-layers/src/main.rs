@@ -68,8 +68,8 @@ struct Args {
     chunk: u32,
     /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
     /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
-    /// the tiles of batch 64 and of big batches, with wgpu's buffer robustness and without; then
-    /// stop.
+    /// the default tiles, those of big batches and those of each --sweep variant, with wgpu's
+    /// buffer robustness and without; then stop.
     #[arg(long)]
     compiled: bool,
 }
@@ -127,9 +127,16 @@ fn compiled(ctx: &GpuContext) -> Result<(), AnyError> {
         inspectors[0].adapter
     );
     let mut described = false;
-    for (tiles_name, tiles) in [("batch 64", FusedTiles::DEFAULT), ("big batches", FusedTiles::for_batch(256))] {
+    // The default tiles, those of big batches, then each variant of `--sweep`: a kernel is shown
+    // again only where its source differs from the default's.
+    let mut sets = vec![("default".to_string(), FusedTiles::DEFAULT), ("big batches".to_string(), FusedTiles::for_batch(256))];
+    sets.extend(FusedTiles::sweep().into_iter().filter(|(what, _)| what != "default"));
+    for (tiles_name, tiles) in &sets {
         for id in KernelId::ALL {
-            let wgsl = id.source(&tiles, fit);
+            let wgsl = id.source(tiles, fit);
+            if tiles_name != "default" && wgsl == id.source(&FusedTiles::DEFAULT, fit) {
+                continue;
+            }
             for inspector in &inspectors {
                 let which = if inspector.robustness == Robustness::AsWgpu { "robust" } else { "plain" };
                 for e in inspector.inspect(&wgsl, "main")? {
@@ -140,7 +147,7 @@ fn compiled(ctx: &GpuContext) -> Result<(), AnyError> {
                         described = true;
                     }
                     let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
-                    println!("{:<24} | {tiles_name:<11} | {which} | {}", id.name(), stats.join(", "));
+                    println!("{:<26} | {tiles_name:<24} | {which} | {}", id.name(), stats.join(", "));
                 }
             }
         }

@@ -71,6 +71,11 @@ pub struct FusedTiles {
     /// quads of the tile's x and dy columns: `2 x UPD_R x T / 4` vec4 of workgroup memory, which
     /// then holds the slices' partial sums (`UPD_RS x (T / 4)^2 x 4` vec4), whichever is larger.
     pub update_r: u32,
+    /// `linear_update`: whether each invocation loads the parameters it moves (and their
+    /// optimizer state) before the rounds over the batch, so the loads overlap them (`UPD_PRE`
+    /// 1), or after the gradient is summed (0), which holds 4-12 fewer registers through the
+    /// rounds.
+    pub update_preload: bool,
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
@@ -123,6 +128,7 @@ impl FusedTiles {
         update_slices: 4,
         update_t: 32,
         update_r: 64,
+        update_preload: true,
         merge: true,
         merged_tn: 32,
         merged_cb: 4,
@@ -183,6 +189,7 @@ impl FusedTiles {
         for v in [32, 128] {
             add(format!("update R {v}"), FusedTiles { update_r: v, ..d });
         }
+        add("update params late".into(), FusedTiles { update_preload: false, ..d });
         add("not merged".into(), FusedTiles { merge: false, ..d });
         add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
         add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
