@@ -78,11 +78,13 @@ struct Args {
     #[arg(long)]
     no_checks_study: bool,
     /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
-    /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
-    /// wgpu's buffer robustness and without, then stop: each kernel's ladder of tiles, or with
-    /// --tune every candidate tile; with --transposes all three products.
-    #[arg(long)]
-    compiled: bool,
+    /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), then
+    /// stop: each kernel's ladder of tiles, or with --tune every candidate tile; with
+    /// --transposes all three products. `both` (the default) compiles each with wgpu's buffer
+    /// robustness and without, `robust` and `plain` one of them.
+    #[arg(long, num_args = 0..=1, default_missing_value = "both", value_name = "both|robust|plain",
+          value_parser = common::compiled::Robustness::choice)]
+    compiled: Option<common::compiled::Settings>,
     /// With --compiled: also write each text representation the driver offers (compiled code,
     /// if it gives any) into this folder, one file per kernel, tile, product and robustness.
     #[arg(long, requires = "compiled")]
@@ -566,9 +568,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             _ => usable.push(k),
         }
     }
-    if args.compiled {
+    if let Some(settings) = &args.compiled {
         let transposes: &[Transpose] = if args.transposes { &TRANSPOSES } else { &[Transpose::None] };
-        return compiled(&ctx, &usable, args.tune, transposes, args.compiled_out.as_deref());
+        return compiled(&ctx, &settings.0, &usable, args.tune, transposes, args.compiled_out.as_deref());
     }
     println!(
         "timing: {}; kernel = median of up to {reps} passes (about {TIMING_BUDGET_S} s in all; one where a single run takes that long) \
@@ -639,58 +641,24 @@ impl Yardsticks {
 /// tile, product and robustness setting, with the statistics as the driver names them.
 fn compiled(
     ctx: &GpuContext,
+    settings: &[common::compiled::Robustness],
     kernels: &[Kernel],
     every_tile: bool,
     transposes: &[Transpose],
     out: Option<&std::path::Path>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use common::compiled::{Inspector, Robustness};
     if ctx.info.backend != common::wgpu::Backend::Vulkan {
         return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
     }
-    let inspectors = [Inspector::open(&ctx.info.name, Robustness::AsWgpu)?, Inspector::open(&ctx.info.name, Robustness::Off)?];
-    if let Some(dir) = out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("--compiled-out {}: {e}", dir.display()))?;
-    }
-    println!(
-        "\ncompiled by the driver of {} (Vulkan, VK_KHR_pipeline_executable_properties), entry point `main`, naga's runtime \
-         checks off; `robust`: the device enables robustBufferAccess(2) as wgpu's does, `plain`: it does not",
-        inspectors[0].adapter
-    );
-    let mut described = false;
+    let mut sources = Vec::new();
     for &k in kernels {
-        let tiles = if every_tile { k.tune_tiles() } else { k.tile_ladder() };
-        for tile in tiles {
+        for tile in if every_tile { k.tune_tiles() } else { k.tile_ladder() } {
             for &t in transposes {
-                let wgsl = k.wgsl(tile, t, &ctx.limits)?;
-                for inspector in &inspectors {
-                    let which = if inspector.robustness == Robustness::AsWgpu { "robust" } else { "plain" };
-                    for e in inspector.inspect(&wgsl, "main")? {
-                        if !described {
-                            for s in &e.statistics {
-                                println!("  {}: {}", s.name, s.description);
-                            }
-                            described = true;
-                        }
-                        let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
-                        println!("kernel {k} {tile} | {} | {which} | {}", formula(t), stats.join(", "));
-                        for (name, text) in &e.representations {
-                            let Some(dir) = out else {
-                                println!("    ({name}: {} lines; --compiled-out DIR writes it)", text.lines().count());
-                                continue;
-                            };
-                            let file = format!("{k} {tile} {t:?} {which} {name}.txt")
-                                .chars()
-                                .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
-                                .collect::<String>();
-                            std::fs::write(dir.join(&file), text).map_err(|e| format!("writing {file}: {e}"))?;
-                        }
-                    }
-                }
+                sources.push((format!("kernel {k} {tile} | {}", formula(t)), k.wgsl(tile, t, &ctx.limits)?));
             }
         }
     }
-    Ok(())
+    Ok(common::compiled::report(&ctx.info.name, settings, sources, out)?)
 }
 
 /// Times the ceiling probes and prints them; returns the f32 and cooperative-matrix TFLOP/s.

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use common::flags::Want::{self, Refused, Runs};
+use common::flags::Want::{self, Refused, Runs, RunsOrRefused};
 use common::flags::assert_flags;
 
 /// Small, fast defaults, flag by flag; a case that sets a flag replaces its default.
@@ -37,6 +37,10 @@ fn boundary_values_of_every_flag() {
         (&["--checks", "some"], Refused(2, "--checks")),
         (&["--transposes"], Runs),
         (&["--tune"], Runs),
+        // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
+        (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
+        (&["--compiled", "bogus"], Refused(2, "--compiled")),
+        (&["--compiled-out", "x"], Refused(2, "--compiled")),
     ];
     assert_flags(|| Command::new(env!("CARGO_BIN_EXE_gpu-matmul")), BASE, cases);
 }

@@ -68,10 +68,12 @@ struct Args {
     chunk: u32,
     /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
     /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
-    /// the default tiles, those of big batches and those of each --sweep variant, with wgpu's
-    /// buffer robustness and without; then stop.
-    #[arg(long)]
-    compiled: bool,
+    /// the default tiles, those of big batches and those of each --sweep variant; then stop.
+    /// `both` (the default) compiles each with wgpu's buffer robustness and without, `robust`
+    /// and `plain` one of them.
+    #[arg(long, num_args = 0..=1, default_missing_value = "both", value_name = "both|robust|plain",
+          value_parser = common::compiled::Robustness::choice)]
+    compiled: Option<common::compiled::Settings>,
 }
 
 mod sweep;
@@ -94,8 +96,8 @@ fn run(args: &Args) -> Result<(), AnyError> {
     let ctx = GpuContext::new()?;
     ctx.print_banner();
     let kernels = Kernels::new();
-    if args.compiled {
-        return compiled(&ctx);
+    if let Some(settings) = &args.compiled {
+        return compiled(&ctx, &settings.0);
     }
     if args.sweep {
         return sweep::sweep(&ctx, args);
@@ -111,48 +113,27 @@ fn run(args: &Args) -> Result<(), AnyError> {
     Ok(())
 }
 
-/// `--compiled`: what the driver made of each kernel (`common::compiled`), one line per kernel,
-/// tile set and robustness setting, with the statistics as the driver names them.
-fn compiled(ctx: &GpuContext) -> Result<(), AnyError> {
-    use common::compiled::{Inspector, Robustness};
+/// `--compiled`: what the driver made of each kernel (`common::compiled`): the default tiles,
+/// those of big batches, then each variant of `--sweep`, a kernel shown again only where its
+/// source differs from the default's.
+fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Result<(), AnyError> {
     use gpu_layers::{FusedTiles, KernelId, wgsl::DeviceFit};
     if ctx.info.backend != common::wgpu::Backend::Vulkan {
         return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
     }
-    let inspectors = [Inspector::open(&ctx.info.name, Robustness::AsWgpu)?, Inspector::open(&ctx.info.name, Robustness::Off)?];
     let fit = DeviceFit::for_limits(&ctx.limits);
-    println!(
-        "\ncompiled by the driver of {} (Vulkan, VK_KHR_pipeline_executable_properties), naga's runtime checks off; \
-         `robust`: the device enables robustBufferAccess(2) as wgpu's does, `plain`: it does not",
-        inspectors[0].adapter
-    );
-    let mut described = false;
-    // The default tiles, those of big batches, then each variant of `--sweep`: a kernel is shown
-    // again only where its source differs from the default's.
     let mut sets = vec![("default".to_string(), FusedTiles::DEFAULT), ("big batches".to_string(), FusedTiles::for_batch(256))];
     sets.extend(FusedTiles::sweep().into_iter().filter(|(what, _)| what != "default"));
+    let mut sources = Vec::new();
     for (tiles_name, tiles) in &sets {
         for id in KernelId::ALL {
             let wgsl = id.source(tiles, fit);
-            if tiles_name != "default" && wgsl == id.source(&FusedTiles::DEFAULT, fit) {
-                continue;
-            }
-            for inspector in &inspectors {
-                let which = if inspector.robustness == Robustness::AsWgpu { "robust" } else { "plain" };
-                for e in inspector.inspect(&wgsl, "main")? {
-                    if !described {
-                        for s in &e.statistics {
-                            println!("  {}: {}", s.name, s.description);
-                        }
-                        described = true;
-                    }
-                    let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
-                    println!("{:<26} | {tiles_name:<24} | {which} | {}", id.name(), stats.join(", "));
-                }
+            if tiles_name == "default" || wgsl != id.source(&FusedTiles::DEFAULT, fit) {
+                sources.push((format!("{:<26} | {tiles_name:<24}", id.name()), wgsl));
             }
         }
     }
-    Ok(())
+    Ok(common::compiled::report(&ctx.info.name, settings, sources, None)?)
 }
 
 /// One GPU trainer and one CPU trainer with the same seed: same starting weights.

@@ -110,7 +110,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.update_slices,
             t.update_t,
             t.update_r,
-            if t.update_preload { "" } else { " late" }
+            format!("{}{}", if t.update_preload { "" } else { " late" }, if t.update_select { " sel" } else { "" })
         );
         if what == "default" {
             default_kernels = Some(kernels);

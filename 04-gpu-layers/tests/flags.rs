@@ -34,6 +34,9 @@ fn boundary_values_of_every_flag() {
         (&["--bench-only", "--chunk", "0"], Refused(2, "--chunk")),
         (&["--bench-only", "--chunk", "100000"], Runs),
         (&["--bench-only", "--chunk", "100001"], Refused(2, "--chunk")),
+        // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
+        (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
+        (&["--compiled", "bogus"], Refused(2, "--compiled")),
     ];
     assert_flags(|| Command::new(env!("CARGO_BIN_EXE_gpu-layers")), BASE, cases);
 }

@@ -35,6 +35,82 @@ pub enum Robustness {
     Off,
 }
 
+/// The settings a runner's `--compiled` compiles each kernel with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings(pub Vec<Robustness>);
+
+impl Robustness {
+    /// A runner's `--compiled` value: `both` (the default), `robust` (as wgpu) or `plain`.
+    pub fn choice(s: &str) -> Result<Settings, String> {
+        match s {
+            "both" => Ok(Settings(vec![Robustness::AsWgpu, Robustness::Off])),
+            "robust" => Ok(Settings(vec![Robustness::AsWgpu])),
+            "plain" => Ok(Settings(vec![Robustness::Off])),
+            _ => Err(format!("bad --compiled {s:?}: choose both, robust (buffer robustness as wgpu enables it) or plain")),
+        }
+    }
+
+    /// `robust` or `plain`, as the reports print it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Robustness::AsWgpu => "robust",
+            Robustness::Off => "plain",
+        }
+    }
+}
+
+/// Prints what the driver made of each `(label, wgsl)` kernel (entry point `main`): a line of
+/// statistics per kernel and robustness setting, after one line per statistic saying what it
+/// means. With `out`, each text representation the driver offers is written there as a file.
+/// A runner's `--compiled` calls this. Each setting gets a device of its own; a driver may
+/// still reuse code it compiled for another device of the same process, so compare the two
+/// settings in two processes (`--compiled robust`, `--compiled plain`) with its shader cache
+/// off (NVIDIA: `__GL_SHADER_DISK_CACHE=0`).
+pub fn report(
+    adapter_name: &str,
+    settings: &[Robustness],
+    kernels: impl IntoIterator<Item = (String, String)>,
+    out: Option<&std::path::Path>,
+) -> Result<(), GpuError> {
+    let inspectors: Vec<Inspector> = settings.iter().map(|&r| Inspector::open(adapter_name, r)).collect::<Result<_, _>>()?;
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| GpuError::Device(format!("--compiled-out {}: {e}", dir.display())))?;
+    }
+    println!(
+        "\ncompiled by the driver of {} (Vulkan, VK_KHR_pipeline_executable_properties), entry point `main`, naga's runtime \
+         checks off; `robust`: the device enables robustBufferAccess(2) as wgpu's does, `plain`: it does not",
+        inspectors.first().map_or(adapter_name, |i| i.adapter.as_str())
+    );
+    let mut described = false;
+    for (label, wgsl) in kernels {
+        for inspector in &inspectors {
+            let which = inspector.robustness.label();
+            for e in inspector.inspect(&wgsl, "main")? {
+                if !described {
+                    for s in &e.statistics {
+                        println!("  {}: {}", s.name, s.description);
+                    }
+                    described = true;
+                }
+                let stats: Vec<String> = e.statistics.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
+                println!("{label} | {which} | {}", stats.join(", "));
+                for (name, text) in &e.representations {
+                    let Some(dir) = out else {
+                        println!("    ({name}: {} lines; --compiled-out DIR writes it)", text.lines().count());
+                        continue;
+                    };
+                    let file: String = format!("{label} {which} {name}.txt")
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+                        .collect();
+                    std::fs::write(dir.join(&file), text).map_err(|e| GpuError::Device(format!("writing {file}: {e}")))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One statistic of an executable, as the driver names it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Statistic {
