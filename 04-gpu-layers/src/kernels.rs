@@ -149,7 +149,6 @@ impl KernelId {
                     ("UPD_R", tiles.update_r),
                     ("UPD_RS", tiles.update_slices),
                     ("UPD_PRE", tiles.update_preload as u32),
-                    ("UPD_SEL", tiles.update_select as u32),
                 ]
             }
             _ => vec![],

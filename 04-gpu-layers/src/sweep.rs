@@ -99,7 +99,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         let parts: Vec<String> = tape.dispatch_names(train).iter().zip(&alone).map(|(n, us)| format!("{n} {us:.2}")).collect();
         let merged = if t.merge { format!("{} {} {} {}", t.merged_tn, t.merged_cb, t.merged_ks, t.merged_tr) } else { "off".into() };
         println!(
-            "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {} {} {}{}{}; {merged}",
+            "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {} {} {}{}; {merged}",
             parts.join(", "),
             t.forward_tn,
             t.forward_ks,
@@ -110,8 +110,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.update_slices,
             t.update_t,
             t.update_r,
-            if t.update_preload { "" } else { " late" },
-            if t.update_select { " sel" } else { "" }
+            if t.update_preload { "" } else { " late" }
         );
         if what == "default" {
             default_kernels = Some(kernels);

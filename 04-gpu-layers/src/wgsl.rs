@@ -76,10 +76,6 @@ pub struct FusedTiles {
     /// 1), or after the gradient is summed (0), which holds 4-12 fewer registers through the
     /// rounds.
     pub update_preload: bool,
-    /// `linear_update`: whether the rows are staged without a branch around each load (every
-    /// load issued at a clamped index, `select` zeroing what lies outside: `UPD_SEL` 1) or with
-    /// one (0).
-    pub update_select: bool,
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
@@ -133,7 +129,6 @@ impl FusedTiles {
         update_t: 32,
         update_r: 64,
         update_preload: true,
-        update_select: false,
         merge: true,
         merged_tn: 32,
         merged_cb: 4,
@@ -195,7 +190,6 @@ impl FusedTiles {
             add(format!("update R {v}"), FusedTiles { update_r: v, ..d });
         }
         add("update params late".into(), FusedTiles { update_preload: false, ..d });
-        add("update select".into(), FusedTiles { update_select: true, ..d });
         add("not merged".into(), FusedTiles { merge: false, ..d });
         add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
         add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
