@@ -130,14 +130,6 @@ pub struct Executable {
     pub representations: Vec<(String, String)>,
 }
 
-impl Executable {
-    /// The value of the statistic whose name contains `part` (case-insensitive), if any.
-    pub fn statistic(&self, part: &str) -> Option<&str> {
-        let part = part.to_lowercase();
-        self.statistics.iter().find(|s| s.name.to_lowercase().contains(&part)).map(|s| s.value.as_str())
-    }
-}
-
 /// A Vulkan device of its own, opened to read what the driver compiles (see the module notes).
 pub struct Inspector {
     _entry: ash::Entry,
