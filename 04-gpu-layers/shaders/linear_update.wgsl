@@ -133,8 +133,11 @@ fn load_param(is_b: bool, shape: LayerShape, k: u32, j: u32) -> Param {
     return p;
 }
 
-// One parameter: record its gradient and move it (and its optimizer state).
-fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32) {
+// One parameter: record its gradient and move it (and its optimizer state). `t` is Adam's step
+// count (counters[COUNTER_STEP]), read once at the start of the kernel: read here, the H200's
+// driver loaded it again for each parameter after the previous one's stores, one memory round
+// trip after another.
+fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) {
     if k > shape.inputs || j >= shape.outputs {
         return;
     }
@@ -144,7 +147,7 @@ fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32) {
     if u.opt.kind == OPT_SGD {
         moved = sgd_step(u.opt, p.value, g, p.s0);
     } else {
-        moved = adam_step(u.opt, counters[COUNTER_STEP], p.value, g, p.s0, p.s1);
+        moved = adam_step(u.opt, t, p.value, g, p.s0, p.s1);
     }
     if is_b {
         grads_b[i] = g;
@@ -177,6 +180,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let s = li / (TQ * TQ); // and its slice of the batch
     let qk = q / TQ;
     let qj = q % TQ;
+    let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
 
     // The parameters this invocation moves at the end (element e = li + m * THREADS of the
     // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
@@ -235,6 +239,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if UPD_PRE == 0u {
             p = load_param(is_b, shape, k0 + kk, j0 + jj);
         }
-        step(is_b, shape, k0 + kk, j0 + jj, p, g);
+        step(is_b, shape, k0 + kk, j0 + jj, p, g, adam_t);
     }
 }
