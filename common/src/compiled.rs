@@ -478,6 +478,16 @@ mod tests {
         }";
 
     #[test]
+    fn the_runners_choice_of_settings() {
+        assert_eq!(Robustness::choice("both"), Ok(Settings(vec![Robustness::AsWgpu, Robustness::Off])));
+        assert_eq!(Robustness::choice("robust"), Ok(Settings(vec![Robustness::AsWgpu])));
+        assert_eq!(Robustness::choice("plain"), Ok(Settings(vec![Robustness::Off])));
+        let err = Robustness::choice("Plain").unwrap_err();
+        assert!(err.contains("--compiled") && err.contains("both, robust"), "{err}");
+        assert_eq!((Robustness::AsWgpu.label(), Robustness::Off.label()), ("robust", "plain"));
+    }
+
+    #[test]
     fn bindings_come_from_the_module() {
         let b = bindings(KERNEL).unwrap();
         let got: Vec<_> = b.iter().map(|b| (b.binding, b.descriptor_type)).collect();
