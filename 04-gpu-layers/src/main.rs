@@ -124,11 +124,12 @@ fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Resu
     let fit = DeviceFit::for_limits(&ctx.limits);
     let mut sets = vec![("default".to_string(), FusedTiles::DEFAULT), ("big batches".to_string(), FusedTiles::for_batch(256))];
     sets.extend(FusedTiles::sweep().into_iter().filter(|(what, _)| what != "default"));
+    let defaults: Vec<String> = KernelId::ALL.iter().map(|id| id.source(&FusedTiles::DEFAULT, fit)).collect();
     let mut sources = Vec::new();
     for (tiles_name, tiles) in &sets {
-        for id in KernelId::ALL {
+        for (id, default) in KernelId::ALL.iter().zip(&defaults) {
             let wgsl = id.source(tiles, fit);
-            if tiles_name == "default" || wgsl != id.source(&FusedTiles::DEFAULT, fit) {
+            if tiles_name == "default" || wgsl != *default {
                 sources.push((format!("{:<26} | {tiles_name:<24}", id.name()), wgsl));
             }
         }

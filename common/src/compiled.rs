@@ -282,8 +282,9 @@ impl Inspector {
     /// Compiles entry point `entry` of `wgsl` (as wgpu would with its runtime checks off) and
     /// returns what the driver reports about each executable.
     pub fn inspect(&self, wgsl: &str, entry: &str) -> Result<Vec<Executable>, GpuError> {
-        let words = spirv(wgsl, entry, self.api_version)?;
-        let bindings = bindings(wgsl)?;
+        let (module, info) = parse(wgsl)?;
+        let words = spirv(&module, &info, entry, self.api_version)?;
+        let bindings = bindings(&module)?;
         let entry_name = CString::new(entry).map_err(|_| GpuError::Validation(format!("entry point {entry:?} has a NUL")))?;
         // SAFETY: handles created here from `self.device` and destroyed before returning; the
         // SPIR-V comes from naga's validated module.
@@ -414,9 +415,8 @@ fn parse(wgsl: &str) -> Result<(naga::Module, naga::valid::ModuleInfo), GpuError
 /// SPIR-V for one compute entry point, with the options of wgpu's Vulkan backend for a pipeline
 /// whose runtime checks are off (`wgpu::ShaderRuntimeChecks::unchecked()`) and whose workgroup
 /// memory is not zero-filled.
-fn spirv(wgsl: &str, entry: &str, api_version: u32) -> Result<Vec<u32>, GpuError> {
+fn spirv(module: &naga::Module, info: &naga::valid::ModuleInfo, entry: &str, api_version: u32) -> Result<Vec<u32>, GpuError> {
     use naga::back::spv;
-    let (module, info) = parse(wgsl)?;
     let lang_version = match api_version {
         v if v >= vk::API_VERSION_1_3 => (1, 6),
         v if v >= vk::API_VERSION_1_2 => (1, 5),
@@ -432,12 +432,11 @@ fn spirv(wgsl: &str, entry: &str, api_version: u32) -> Result<Vec<u32>, GpuError
         ..spv::Options::default()
     };
     let pipeline = spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.to_string() };
-    spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| GpuError::Validation(format!("SPIR-V for {entry}: {e}")))
+    spv::write_vec(module, info, &options, Some(&pipeline)).map_err(|e| GpuError::Validation(format!("SPIR-V for {entry}: {e}")))
 }
 
 /// The descriptor bindings of group 0 as the module declares them.
-fn bindings(wgsl: &str) -> Result<Vec<vk::DescriptorSetLayoutBinding<'static>>, GpuError> {
-    let (module, _) = parse(wgsl)?;
+fn bindings(module: &naga::Module) -> Result<Vec<vk::DescriptorSetLayoutBinding<'static>>, GpuError> {
     let mut out = Vec::new();
     for (_, var) in module.global_variables.iter() {
         let Some(binding) = &var.binding else { continue };
@@ -489,7 +488,7 @@ mod tests {
 
     #[test]
     fn bindings_come_from_the_module() {
-        let b = bindings(KERNEL).unwrap();
+        let b = bindings(&parse(KERNEL).unwrap().0).unwrap();
         let got: Vec<_> = b.iter().map(|b| (b.binding, b.descriptor_type)).collect();
         assert_eq!(
             got,
@@ -499,12 +498,13 @@ mod tests {
 
     #[test]
     fn spirv_has_only_the_entry_point_asked_for() {
-        let words = spirv(KERNEL, "other", vk::API_VERSION_1_3).unwrap();
+        let (module, info) = parse(KERNEL).unwrap();
+        let words = spirv(&module, &info, "other", vk::API_VERSION_1_3).unwrap();
         assert_eq!(words[0], 0x0723_0203, "SPIR-V magic number");
         assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for Vulkan 1.3");
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
         assert!(has("other") && !has("main\0"), "only the entry point asked for");
-        assert!(matches!(spirv("fn broken(", "main", vk::API_VERSION_1_3), Err(GpuError::Validation(_))));
+        assert!(matches!(parse("fn broken("), Err(GpuError::Validation(_))));
     }
 }
