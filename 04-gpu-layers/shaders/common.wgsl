@@ -144,3 +144,12 @@ fn adam_step(o: Opt, t: u32, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
 // The counters buffer (see metrics in softmax_row.wgsl), indexed by the COUNTER_* constants:
 //   [loss low word, loss high word, rows, correct, bad labels, non-finite losses, step, 0].
 // The loss sum is a 64-bit fixed-point number in units of 2^-20, added with integer atomics.
+
+// Where batch s of an epoch starts in a gathering source's `order`, its rows, and the
+// normalization `x = pixel * scale + shift` (forward_input_gather.wgsl, linear_update_next.wgsl).
+struct GatherSlot {
+    first: u32, // index into `order` of the batch's first row
+    count: u32, // rows in this batch (the host also sets the batch uniform to it)
+    scale: f32,
+    shift: f32,
+}

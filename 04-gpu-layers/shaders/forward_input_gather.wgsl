@@ -14,13 +14,7 @@
 // workgroups also keeps what the step's later dispatches read: the rows in `x_out` (the weight
 // update needs x) and the labels in `labels_out` (the loss).
 
-struct GatherSlot {
-    first: u32, // index into `order` of the batch's first row
-    count: u32, // rows in this batch (the host also sets the batch uniform to it)
-    scale: f32,
-    shift: f32,
-}
-
+// GatherSlot (common.wgsl): the batch's first row in `order`, its rows, the normalization.
 @group(0) @binding(0) var<storage, read> images: array<u32>;
 @group(0) @binding(5) var<storage, read> label_bytes: array<u32>;
 @group(0) @binding(6) var<storage, read> order: array<u32>;

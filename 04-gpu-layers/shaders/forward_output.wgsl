@@ -18,6 +18,8 @@
 // when the hidden layer has at most TN x CB columns and the device allows the workgroup (see
 // gpu_tape.rs); otherwise the two run as before. The input comes from forward_input.wgsl (x) or
 // forward_input_gather.wgsl (the batch gathered from byte images), like linear_forward's.
+// Phase 1 has two forms: the k loop (forward_k_loop.wgsl), or, in the split step, the sum of
+// the partial products the previous step's linear_update wrote (forward_split_sums.wgsl).
 
 struct ForwardOutputParams {
     // The output layer's fields, named as output_rows.wgsl reads them: h's width, classes, a
@@ -29,8 +31,9 @@ struct ForwardOutputParams {
     // The hidden layer's: its inputs (x's width) and its activation.
     x_inputs: u32,
     act: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // The split step only: rows per k-tile in the partial sums (the tape's largest batch).
+    partial_rows: u32,
+    _pad: u32,
 }
 
 // Bindings 0 and 5-10 belong to the input form (forward_input*.wgsl).
@@ -74,52 +77,10 @@ fn main(
     }
     workgroupBarrier();
 
-    // 1. The TR rows of h, as in linear_forward.wgsl with CB column blocks per invocation. Rows
-    //    past the batch read the last live row; columns past n read column n - 1 (in bounds, no
-    //    branch in the loop); neither is written.
-    let last = batch.rows - 1u;
-    var xr: array<u32, TR>;
-    for (var r = 0u; r < TR; r++) {
-        xr[r] = input_start(r, min(row0 + r, last), k_len);
-    }
-    var wc: array<u32, CB>;
-    for (var j = 0u; j < CB; j++) {
-        wc[j] = min(j * TN + lid.x, n - 1u);
-    }
-    var acc: array<f32, TR * CB>;
-    var k = lid.y;
-    loop {
-        if k + (U - 1u) * KS >= k_len {
-            break;
-        }
-        // U x CB weights and U x TR inputs in flight before the first multiply.
-        var w: array<f32, U * CB>;
-        var a: array<f32, U * TR>;
-        for (var u = 0u; u < U; u++) {
-            for (var j = 0u; j < CB; j++) {
-                w[u * CB + j] = params[(k + u * KS) * n + wc[j]];
-            }
-            for (var r = 0u; r < TR; r++) {
-                a[u * TR + r] = input(xr[r], k + u * KS);
-            }
-        }
-        for (var u = 0u; u < U; u++) {
-            for (var j = 0u; j < CB; j++) {
-                for (var r = 0u; r < TR; r++) {
-                    acc[j * TR + r] += a[u * TR + r] * w[u * CB + j];
-                }
-            }
-        }
-        k += U * KS;
-    }
-    for (; k < k_len; k += KS) {
-        for (var j = 0u; j < CB; j++) {
-            let w = params[k * n + wc[j]];
-            for (var r = 0u; r < TR; r++) {
-                acc[j * TR + r] += input(xr[r], k) * w;
-            }
-        }
-    }
+    // 1. The TR rows' pre-activations without the bias, as KS slices into `scratch`
+    //    ([KS][TR][TN * CB]), summed over k here (forward_k_loop.wgsl), or from the partial sums
+    //    the previous step's update left (forward_split_sums.wgsl, the split step).
+    let acc = hidden_slices(row0, lid, k_len, n);
     let cw = TN * CB;
     for (var j = 0u; j < CB; j++) {
         for (var r = 0u; r < TR; r++) {

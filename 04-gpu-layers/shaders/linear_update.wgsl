@@ -19,7 +19,9 @@
 // are staged, because they do not depend on the gradient; with UPD_PRE = 0 they are loaded at
 // the end, which keeps those registers free during the rounds. Putting both layers in one dispatch saves a
 // dispatch (and its barrier) per training step, where the device allows the 11 storage buffers
-// that takes (else linear_update_b_unbound.wgsl: one layer per dispatch).
+// that takes (else linear_update_b_unbound.wgsl: one layer per dispatch). In the split step,
+// linear_update_next.wgsl adds a last phase: the next step's partial sums of x W1 for this
+// tile (else linear_update_next_none.wgsl: nothing).
 
 struct LayerShape {
     inputs: u32,
@@ -28,10 +30,20 @@ struct LayerShape {
     first_group: u32, // first workgroup of this layer
 }
 
+// The split step (linear_update_next.wgsl): `partials_only` 1 for the prologue that only writes
+// the first step's partial sums (no update), `partial_rows` the rows per k-tile of them.
+struct Split {
+    partials_only: u32,
+    partial_rows: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
 struct Update {
     opt: Opt,
     a: LayerShape,
     b: LayerShape,
+    split: Split,
 }
 
 @group(0) @binding(0) var<storage, read> x_a: array<f32>;
@@ -137,9 +149,10 @@ fn load_param(is_b: bool, shape: LayerShape, k: u32, j: u32) -> Param {
 // count (counters[COUNTER_STEP]), read once at the start of the kernel: read here, the H200's
 // driver loaded it again for each parameter after the previous one's stores, one memory round
 // trip after another.
-fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) {
+// Returns the parameter's new value.
+fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) -> f32 {
     if k > shape.inputs || j >= shape.outputs {
-        return;
+        return p.value;
     }
     let count = (shape.inputs + 1u) * shape.outputs;
     let i = k * shape.outputs + j;
@@ -164,6 +177,7 @@ fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32)
             state_a[count + i] = moved.s1;
         }
     }
+    return moved.param;
 }
 
 @compute @workgroup_size(THREADS)
@@ -180,7 +194,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let s = li / (TQ * TQ); // and its slice of the batch
     let qk = q / TQ;
     let qj = q % TQ;
+    // The split step's prologue: layer a's partial sums for the first batch, nothing else.
+    let partials_only = u.split.partials_only == 1u;
+    if partials_only && is_b {
+        return; // the whole workgroup
+    }
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
+    next_prefetch(is_b, shape, k0, li); // the split step: the next batch's first rows, in flight too
 
     // The parameters this invocation moves at the end (element e = li + m * THREADS of the
     // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
@@ -194,7 +214,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
     var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
-    for (var r0 = 0u; r0 < batch.rows; r0 += UPD_R) {
+    let rows = select(batch.rows, 0u, partials_only);
+    for (var r0 = 0u; r0 < rows; r0 += UPD_R) {
         // Stage UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
         // for dy. Every invocation loads its quads before storing any.
         var xq: array<vec4<f32>, UPD_R * TQ / THREADS>;
@@ -226,6 +247,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         sh[(s * TQ * TQ + q) * 4u + a] = acc[a];
     }
     workgroupBarrier();
+    var moved: array<f32, PER_THREAD>; // element e = li + m * THREADS of the tile, after the step
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = li + m * THREADS;
         let kk = e / T;
@@ -239,6 +261,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if UPD_PRE == 0u {
             p = load_param(is_b, shape, k0 + kk, j0 + jj);
         }
-        step(is_b, shape, k0 + kk, j0 + jj, p, g, adam_t);
+        moved[m] = p.value;
+        if !partials_only {
+            moved[m] = step(is_b, shape, k0 + kk, j0 + jj, p, g, adam_t);
+        }
     }
+    next_partials(is_b, shape, k0, j0, li, moved);
 }

@@ -60,11 +60,27 @@ pub(crate) enum Step {
     },
     /// Stage 03's matmul; `dims` are its `(m, k, n)`, some of which follow the batch.
     Matmul { call: MatmulCall, dims: (Dim, Dim, Dim) },
-    /// The gathering forward: its `slot` uniform is bound at `slot * stride`.
-    Gathered { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, groups: (u32, u32, u32), stride: u64 },
+    /// A dispatch that reads a batch of a gathering source (the gathering forward, the split
+    /// step's update): its `slot` uniform is bound at `slot * stride`.
+    Gathered {
+        pipeline: wgpu::ComputePipeline,
+        bind_group: wgpu::BindGroup,
+        groups: (u32, u32, u32),
+        stride: u64,
+        /// As for `Kernel`: the split step's update has one.
+        opt_uniform: Option<wgpu::Buffer>,
+    },
 }
 
 impl Step {
+    /// The optimizer uniform of an update step, whose learning rate the host rewrites.
+    pub fn opt_uniform(&self) -> Option<&wgpu::Buffer> {
+        match self {
+            Step::Kernel { opt_uniform, .. } | Step::Gathered { opt_uniform, .. } => opt_uniform.as_ref(),
+            Step::Matmul { .. } => None,
+        }
+    }
+
     /// Records the dispatch; a gathering one reads batch `slot` of its source.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, slot: usize) {
         match self {
@@ -74,7 +90,7 @@ impl Step {
                 pass.dispatch_workgroups(groups.0, groups.1, groups.2);
             }
             Step::Matmul { call, .. } => call.record(pass),
-            Step::Gathered { pipeline, bind_group, groups, stride } => {
+            Step::Gathered { pipeline, bind_group, groups, stride, .. } => {
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, bind_group, &[(slot as u64 * stride) as u32]);
                 pass.dispatch_workgroups(groups.0, groups.1, groups.2);
@@ -107,28 +123,40 @@ pub(crate) fn prepare_gathered(
         &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), _pad: 0 },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
-    fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
-        b.as_entire_binding()
-    }
-    let slot = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+    let bound = [
+        (0, source.images),
+        (1, buf(params)),
+        (2, buf(y.tensor)),
+        (3, &tape.batch_uniform),
+        (4, &uniform),
+        (5, source.labels),
+        (6, source.order),
+        (8, buf(x.tensor)),
+        (9, buf(labels)),
+    ];
+    let bind_group = bind_with_slot(tape, ctx, name, &pipeline, &bound, 7, source)?;
+    Ok(Step::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride, opt_uniform: None })
+}
+
+/// A bind group for `pipeline` with `bound` at their binding numbers and the first batch slot of
+/// `source` at binding `slot` (bound with a dynamic offset when recorded).
+fn bind_with_slot(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    name: &str,
+    pipeline: &wgpu::ComputePipeline,
+    bound: &[(u32, &wgpu::Buffer)],
+    slot: u32,
+    source: &ByteImages<'_>,
+) -> Result<wgpu::BindGroup, LayersError> {
+    let slot_resource = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
         buffer: source.slots,
         offset: 0,
         size: wgpu::BufferSize::new(std::mem::size_of::<wgsl::GatherSlot>() as u64),
     });
-    let resources = [
-        whole(source.images),
-        whole(buf(params)),
-        whole(buf(y.tensor)),
-        whole(&tape.batch_uniform),
-        whole(&uniform),
-        whole(source.labels),
-        whole(source.order),
-        slot,
-        whole(buf(x.tensor)),
-        whole(buf(labels)),
-    ];
-    let entries: Vec<wgpu::BindGroupEntry> =
-        resources.into_iter().enumerate().map(|(i, resource)| wgpu::BindGroupEntry { binding: i as u32, resource }).collect();
+    let mut entries: Vec<wgpu::BindGroupEntry> =
+        bound.iter().map(|&(binding, b)| wgpu::BindGroupEntry { binding, resource: b.as_entire_binding() }).collect();
+    entries.push(wgpu::BindGroupEntry { binding: slot, resource: slot_resource });
     let bind_group = ctx.scoped(|| {
         ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(name),
@@ -137,14 +165,16 @@ pub(crate) fn prepare_gathered(
         })
     })?;
     tape.manager.note_external(0, 1, 0);
-    Ok(Step::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride })
+    Ok(bind_group)
 }
 
 /// Where a merged `forward_output` reads its batch: the tensor x of its `LinearForward`, or byte
-/// images gathered by the dispatch itself, keeping the rows in x and the labels in `labels`.
+/// images gathered by the dispatch itself, keeping the rows in x and the labels in `labels`; in
+/// the split step (`partials` given) its hidden layer's sums come from the partial sums the
+/// previous update wrote.
 pub(crate) enum MergedInput<'a> {
     Tensor,
-    Gathered { labels: TensorId, source: &'a ByteImages<'a> },
+    Gathered { labels: TensorId, source: &'a ByteImages<'a>, partials: Option<&'a wgpu::Buffer> },
 }
 
 /// The `LinearForward` `forward` and the `OutputLayer` `output` on top of it as ONE dispatch,
@@ -174,7 +204,12 @@ pub(crate) fn prepare_forward_output(
         Some((v, a)) => (buf(v.tensor), Activation::code(Some(*a))),
         None => (&tape.placeholders_rw[0], Activation::code(None)),
     };
-    let name = if matches!(input, MergedInput::Tensor) { "forward_output" } else { "forward_output (gathering)" };
+    let id = match input {
+        MergedInput::Tensor => KernelId::ForwardOutput,
+        MergedInput::Gathered { partials: None, .. } => KernelId::ForwardOutputGather,
+        MergedInput::Gathered { partials: Some(_), .. } => KernelId::ForwardOutputSplit,
+    };
+    let name = id.name();
     let uniform = tape.manager.uniform(
         ctx,
         name,
@@ -185,14 +220,15 @@ pub(crate) fn prepare_forward_output(
             hidden_act,
             x_inputs: x.cols as u32,
             act: Activation::code(*act),
-            _pad: [0; 2],
+            partial_rows: tape.max_batch as u32,
+            _pad: 0,
         },
     );
     let groups = ctx.workgroups_1d(x.rows.at(tape.max_batch).div_ceil(tiles.merged_tr as usize) as u64, 1)?;
     let out_bufs = [(11, buf(*out_params)), (12, buf(out.tensor)), (13, dh_buf), (14, buf(*counters))];
+    let pipeline = kernels.pipeline(ctx, id)?;
     match input {
         MergedInput::Tensor => {
-            let pipeline = kernels.pipeline(ctx, KernelId::ForwardOutput)?;
             let mut bound = vec![
                 (0, buf(x.tensor)),
                 (1, buf(*params)),
@@ -205,39 +241,103 @@ pub(crate) fn prepare_forward_output(
             let bind_group = tape.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
             Ok(Step::Kernel { pipeline, bind_group, groups, opt_uniform: None })
         }
-        MergedInput::Gathered { labels: kept, source } => {
-            let pipeline = kernels.pipeline(ctx, KernelId::ForwardOutputGather)?;
-            let slot = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: source.slots,
-                offset: 0,
-                size: wgpu::BufferSize::new(std::mem::size_of::<wgsl::GatherSlot>() as u64),
-            });
-            let mut resources = vec![
-                (0, source.images.as_entire_binding()),
-                (1, buf(*params).as_entire_binding()),
-                (2, buf(y.tensor).as_entire_binding()),
-                (3, tape.batch_uniform.as_entire_binding()),
-                (4, uniform.as_entire_binding()),
-                (5, source.labels.as_entire_binding()),
-                (6, source.order.as_entire_binding()),
-                (7, slot),
-                (8, buf(x.tensor).as_entire_binding()),
-                (9, buf(kept).as_entire_binding()),
+        MergedInput::Gathered { labels: kept, source, partials } => {
+            let mut bound = vec![
+                (0, source.images),
+                (1, buf(*params)),
+                (2, buf(y.tensor)),
+                (3, &tape.batch_uniform),
+                (4, &uniform),
+                (5, source.labels),
+                (6, source.order),
+                (8, buf(x.tensor)),
+                (9, buf(kept)),
             ];
-            resources.extend(out_bufs.iter().map(|&(i, b)| (i, b.as_entire_binding())));
-            let entries: Vec<wgpu::BindGroupEntry> =
-                resources.into_iter().map(|(binding, resource)| wgpu::BindGroupEntry { binding, resource }).collect();
-            let bind_group = ctx.scoped(|| {
-                ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(name),
-                    layout: &pipeline.get_bind_group_layout(0),
-                    entries: &entries,
-                })
-            })?;
-            tape.manager.note_external(0, 1, 0);
-            Ok(Step::Gathered { pipeline, bind_group, groups, stride: source.stride })
+            bound.extend(out_bufs);
+            bound.extend(partials.map(|p| (15, p)));
+            let bind_group = bind_with_slot(tape, ctx, name, &pipeline, &bound, 7, source)?;
+            Ok(Step::Gathered { pipeline, bind_group, groups, stride: source.stride, opt_uniform: None })
         }
     }
+}
+
+/// The split step's `linear_update` of `op` (two layers, the first reading the gathered input):
+/// the dispatch of every step, which also writes the next batch's partial sums of the first
+/// layer into `partials` (`[k-tiles][B][out]`), and the prologue that writes only the partial
+/// sums (`Split::partials_only`). Both bind the source's slots with a dynamic offset: the NEXT
+/// batch's for the step, the first batch's for the prologue.
+pub(crate) fn prepare_split_update(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    op: &Op,
+    source: &ByteImages<'_>,
+    partials: &wgpu::Buffer,
+) -> Result<(Step, Step), LayersError> {
+    let Op::LinearUpdate { first, second: Some(second), counters, opt } = op else {
+        return Err(LayersError::Spec(format!("the split step's update is a two-layer linear_update, not {}", op.kernel_name())));
+    };
+    let id = KernelId::LinearUpdateSplit;
+    let (update, groups) = update_uniform(ctx, &kernels.tiles(), first, Some(second), *opt, id.name())?;
+    let pipeline = kernels.pipeline(ctx, id)?;
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let mut steps = Vec::with_capacity(2);
+    for partials_only in [0, 1] {
+        let split = wgsl::Split { partials_only, partial_rows: tape.max_batch as u32, _pad: [0; 2] };
+        let uniform = tape.manager.uniform(ctx, id.name(), &Update { split, ..update });
+        let bound = [
+            (0, buf(first.x.tensor)),
+            (1, buf(first.dy.tensor)),
+            (2, buf(first.params)),
+            (3, buf(first.grads)),
+            (4, buf(first.state)),
+            (5, buf(second.x.tensor)),
+            (6, buf(second.dy.tensor)),
+            (7, buf(second.params)),
+            (8, buf(second.grads)),
+            (9, buf(second.state)),
+            (10, buf(*counters)),
+            (11, &tape.batch_uniform),
+            (12, &uniform),
+            (13, source.images),
+            (14, source.order),
+            (16, partials),
+        ];
+        let bind_group = bind_with_slot(tape, ctx, id.name(), &pipeline, &bound, 15, source)?;
+        let groups = (groups as u32, 1, 1);
+        steps.push(Step::Gathered { pipeline: pipeline.clone(), bind_group, groups, stride: source.stride, opt_uniform: Some(uniform) });
+    }
+    let prologue = steps.pop().expect("two steps");
+    let step = steps.pop().expect("two steps");
+    Ok((step, prologue))
+}
+
+/// `linear_update`'s uniform for `first` and (if any) `second`, and its workgroups: `T x T`
+/// tiles of each layer's `[(in + 1), out]` parameters, layer a's first.
+fn update_uniform(
+    ctx: &GpuContext,
+    tiles: &crate::FusedTiles,
+    first: &LayerUpdate,
+    second: Option<&LayerUpdate>,
+    opt: Optimizer,
+    name: &str,
+) -> Result<(Update, usize), LayersError> {
+    let t = tiles.update_t as usize;
+    let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(t), l.dy.cols.div_ceil(t));
+    let (ta, tb) = (tiles(first), second.map_or((0, 1), tiles));
+    let groups = ta.0 * ta.1 + tb.0 * tb.1;
+    check_groups(ctx, name, groups)?;
+    let shape = |l: Option<&LayerUpdate>, tiles: (usize, usize), first_group: usize| {
+        let (i, o) = l.map_or((0, 0), |l| (l.x.cols, l.dy.cols));
+        LayerShape { inputs: i as u32, outputs: o as u32, tiles_n: tiles.1 as u32, first_group: first_group as u32 }
+    };
+    let update = Update {
+        opt: Opt::new(opt, 0, 0, 0),
+        a: shape(Some(first), ta, 0),
+        b: shape(second, tb, ta.0 * ta.1),
+        split: wgsl::Split::NONE,
+    };
+    Ok((update, groups))
 }
 
 /// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs,
@@ -428,21 +528,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             elementwise(rows(&y))?,
         ),
         Op::LinearUpdate { first, second, counters, opt } => {
-            // Workgroups: T x T tiles of each layer's [(in + 1), out] parameters.
-            let t = tiles.update_t as usize;
-            let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(t), l.dy.cols.div_ceil(t));
-            let (ta, tb) = (tiles(&first), second.as_ref().map_or((0, 1), tiles));
-            let groups = ta.0 * ta.1 + tb.0 * tb.1;
-            check_groups(ctx, name, groups)?;
-            let shape = |l: Option<&LayerUpdate>, tiles: (usize, usize), first_group: usize| {
-                let (i, o) = l.map_or((0, 0), |l| (l.x.cols, l.dy.cols));
-                LayerShape { inputs: u32_(i), outputs: u32_(o), tiles_n: u32_(tiles.1), first_group: u32_(first_group) }
-            };
-            let u = Update {
-                opt: Opt::new(opt, 0, 0, 0),
-                a: shape(Some(&first), ta, 0),
-                b: shape(second.as_ref(), tb, ta.0 * ta.1),
-            };
+            let (u, groups) = update_uniform(ctx, &tiles, &first, second.as_ref(), opt, name)?;
             let uniform = m.uniform(ctx, name, &u);
             let a_bufs = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state)];
             if !wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs {

@@ -13,7 +13,9 @@ use common::GpuContext;
 
 use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
-use crate::gpu_dispatch::{MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output, prepare_gathered};
+use crate::gpu_dispatch::{
+    MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output, prepare_gathered, prepare_split_update,
+};
 use crate::kernels::Kernels;
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, FusedTiles, Opt};
@@ -38,6 +40,9 @@ pub struct GpuTape {
     pub(crate) placeholders_rw: [wgpu::Buffer; 3],
     /// Each tape's dispatches, with the kernel each runs.
     tapes: Vec<Vec<(&'static str, Step)>>,
+    /// Each tape's prologue, for a split tape ([`GpuTape::add_split_tape`]): recorded once
+    /// before each run of its steps.
+    prologues: Vec<Option<Step>>,
 }
 
 impl GpuTape {
@@ -68,6 +73,7 @@ impl GpuTape {
             placeholder,
             placeholders_rw,
             tapes: Vec::new(),
+            prologues: Vec::new(),
         })
     }
 
@@ -114,7 +120,7 @@ impl GpuTape {
             .map(|p| {
                 let step = match (p, gather) {
                     (Planned::Merged(i), Some((labels, source))) if i == 0 => {
-                        let input = MergedInput::Gathered { labels, source };
+                        let input = MergedInput::Gathered { labels, source, partials: None };
                         prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], input)?
                     }
                     (Planned::Merged(i), _) => prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], MergedInput::Tensor)?,
@@ -126,8 +132,53 @@ impl GpuTape {
             .collect()
     }
 
+    /// The SPLIT form of [`GpuTape::add_gathered_tape`], where it applies: `ops` must plan to
+    /// two dispatches, a gathering `forward_output` and a two-layer `linear_update` whose first
+    /// layer is the merged forward's, and the tiles and the device must allow it
+    /// ([`FusedTiles::splits`]); else `None`. Each update then also writes the next batch's
+    /// partial sums of `x W1` (`shaders/linear_update_next.wgsl`) and the forward only adds
+    /// them up; a prologue writes the first batch's. Record it with [`GpuTape::record_steps`].
+    pub fn add_split_tape(
+        &mut self,
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        ops: &[Op],
+        labels: TensorId,
+        source: &ByteImages<'_>,
+    ) -> Result<Option<TapeId>, LayersError> {
+        let tiles = kernels.tiles();
+        let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits);
+        let (Some(Op::LinearForward { x, params, y, .. }), Some(update)) = (ops.first(), ops.get(2)) else {
+            return Ok(None);
+        };
+        // The update's layer a must be the merged forward's (the network lists the updates
+        // from the last layer down, so it is usually layer b: swapped, since neither layer's
+        // update reads the other's parameters).
+        let update = match *update {
+            Op::LinearUpdate { first, second: Some(second), counters, opt } if second.params == *params => {
+                Op::LinearUpdate { first: second, second: Some(first), counters, opt }
+            }
+            ref op => op.clone(),
+        };
+        let first_layer = matches!(&update, Op::LinearUpdate { first, second: Some(_), .. } if first.params == *params && first.x.tensor == x.tensor);
+        if !tiles.splits(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
+            return Ok(None);
+        }
+        let k_tiles = (x.cols + 1).div_ceil(tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup).update_t as usize);
+        let partials = self.manager.storage(ctx, "split step partial sums", 4 * (k_tiles * self.max_batch * y.cols) as u64)?;
+        let input = MergedInput::Gathered { labels, source, partials: Some(&partials) };
+        let forward = prepare_forward_output(self, ctx, kernels, &ops[0], &ops[1], input)?;
+        let (update, prologue) = prepare_split_update(self, ctx, kernels, &update, source, &partials)?;
+        use crate::kernels::KernelId;
+        let steps = vec![(KernelId::ForwardOutputSplit.name(), forward), (KernelId::LinearUpdateSplit.name(), update)];
+        let id = self.push_tape(ctx, steps)?;
+        self.prologues[id.0] = Some(prologue);
+        Ok(Some(id))
+    }
+
     fn push_tape(&mut self, ctx: &GpuContext, steps: Vec<(&'static str, Step)>) -> Result<TapeId, LayersError> {
         self.tapes.push(steps);
+        self.prologues.push(None);
         let id = TapeId(self.tapes.len() - 1);
         self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
         Ok(id)
@@ -140,7 +191,30 @@ impl GpuTape {
 
     /// Records every dispatch of `tape` into `pass`, a gathering one reading batch `slot`.
     pub fn record_at(&self, tape: TapeId, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tapes[tape.0].iter().for_each(|(_, s)| s.record(pass, slot));
+        self.record_steps(tape, slot..slot + 1, pass);
+    }
+
+    /// Records `tape` once for each batch in `slots`, in order, into `pass`. A split tape
+    /// records its prologue first (the partial sums of batch `slots.start`), and each step's
+    /// update writes the partial sums of the next batch of the range (the last one's, of its own
+    /// batch again: unused).
+    pub fn record_steps(&self, tape: TapeId, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
+        let steps = &self.tapes[tape.0];
+        match &self.prologues[tape.0] {
+            Some(prologue) if !slots.is_empty() => {
+                prologue.record(pass, slots.start);
+                for s in slots.clone() {
+                    steps[0].1.record(pass, s);
+                    steps[1].1.record(pass, if s + 1 < slots.end { s + 1 } else { s });
+                }
+            }
+            _ => slots.for_each(|slot| steps.iter().for_each(|(_, s)| s.record(pass, slot))),
+        }
+    }
+
+    /// Whether `tape` runs split ([`GpuTape::add_split_tape`]).
+    pub fn is_split(&self, tape: TapeId) -> bool {
+        self.prologues[tape.0].is_some()
     }
 
     /// Records `tape` `times` times into one pass and submits it. Does not wait.
@@ -202,10 +276,9 @@ impl GpuTape {
     /// Rewrites the learning rate of every optimizer op (from the next submit on); the
     /// optimizer state is kept.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
-        for (_, step) in self.tapes.iter().flatten() {
-            if let Step::Kernel { opt_uniform: Some(u), .. } = step {
-                ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
-            }
+        let steps = self.tapes.iter().flatten().map(|(_, s)| s).chain(self.prologues.iter().flatten());
+        for u in steps.filter_map(Step::opt_uniform) {
+            ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
         }
     }
 

@@ -250,6 +250,9 @@ impl GpuTrainer {
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself
     /// (and keeps it in [`GpuTrainer::input`] and [`GpuTrainer::labels`] for the rest of the
     /// step): one dispatch per step fewer than a gather kernel plus [`GpuTrainer::record_step`].
+    /// Where it applies (one merged hidden layer, [`crate::FusedTiles::splits`]), the training
+    /// tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuTape::add_split_tape`];
+    /// record ranges of steps with [`GpuTrainer::record_gathered_steps`]).
     /// Errors unless [`GpuTrainer::can_gather`].
     pub fn add_gathered(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<Gathered, LayersError> {
         if !self.can_gather() {
@@ -258,15 +261,30 @@ impl GpuTrainer {
             ));
         }
         let labels = self.net.labels;
-        let train = self.tape.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?;
+        let train = match self.tape.add_split_tape(ctx, kernels, &self.net.train, labels, source)? {
+            Some(split) => split,
+            None => self.tape.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?,
+        };
         let eval = self.tape.add_gathered_tape(ctx, kernels, &self.net.eval, labels, source)?;
         Ok(Gathered { train, eval })
     }
 
     /// Records one training step on batch `slot` of a gathered source (set the batch size to
-    /// the slot's row count first, as for [`GpuTrainer::record_step`]).
+    /// the slot's row count first, as for [`GpuTrainer::record_step`]). For many steps use
+    /// [`GpuTrainer::record_gathered_steps`]: a split step recorded alone has its prologue too.
     pub fn record_gathered_step(&self, gathered: Gathered, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
         self.tape.record_at(gathered.train, slot, pass);
+    }
+
+    /// Records one training step per batch in `slots` (all of the same size), in order: in the
+    /// split form one prologue dispatch, then two per step.
+    pub fn record_gathered_steps(&self, gathered: Gathered, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record_steps(gathered.train, slots, pass);
+    }
+
+    /// Whether the gathered training steps run split ([`GpuTrainer::add_gathered`]).
+    pub fn gathered_split(&self, gathered: Gathered) -> bool {
+        self.tape.is_split(gathered.train)
     }
 
     /// Records forward + loss of batch `slot` of a gathered source; adds to the metrics.

@@ -37,8 +37,14 @@ pub enum KernelId {
     ForwardOutput,
     /// `forward_output` gathering its batch from byte images (`forward_input_gather.wgsl`).
     ForwardOutputGather,
+    /// The split step's `forward_output`: gathering, its hidden layer's sums added up from the
+    /// partial sums the previous update wrote (`forward_split_sums.wgsl`).
+    ForwardOutputSplit,
     LinearBackwardInput,
     LinearUpdate,
+    /// The split step's `linear_update`: it also writes the next batch's partial sums of its
+    /// tiles of the first layer (`linear_update_next.wgsl`).
+    LinearUpdateSplit,
     ActivationCopyForward,
     ActivationCopyBackward,
     DropoutForward,
@@ -48,7 +54,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 20] = [
+    pub const ALL: [KernelId; 22] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -62,8 +68,10 @@ impl KernelId {
         KernelId::OutputLayer,
         KernelId::ForwardOutput,
         KernelId::ForwardOutputGather,
+        KernelId::ForwardOutputSplit,
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
+        KernelId::LinearUpdateSplit,
         KernelId::ActivationCopyForward,
         KernelId::ActivationCopyBackward,
         KernelId::DropoutForward,
@@ -86,14 +94,21 @@ impl KernelId {
             KernelId::OutputLayer => "output_layer",
             KernelId::ForwardOutput => "forward_output",
             KernelId::ForwardOutputGather => "forward_output (gathering)",
+            KernelId::ForwardOutputSplit => "forward_output (split)",
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
+            KernelId::LinearUpdateSplit => "linear_update (split)",
             KernelId::ActivationCopyForward => "activation_copy_forward",
             KernelId::ActivationCopyBackward => "activation_copy_backward",
             KernelId::DropoutForward => "dropout_forward",
             KernelId::DropoutBackward => "dropout_backward",
             KernelId::Mse => "mse",
         }
+    }
+
+    /// Whether this is one of the split step's kernels.
+    pub fn is_split(self) -> bool {
+        matches!(self, KernelId::ForwardOutputSplit | KernelId::LinearUpdateSplit)
     }
 
     /// This kernel's own constants, as `(WGSL name, value)`, written into its prelude (the
@@ -122,7 +137,7 @@ impl KernelId {
                 ("W_SHARED", fit.output_w_shared),
                 ("H_SHARED", fit.output_h_shared),
             ],
-            KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
+            KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);
                 let mut c = vec![
                     ("TN", tn),
@@ -138,18 +153,26 @@ impl KernelId {
                     ("OUT_Z_SHARED", tr * wgsl::MERGED_MAX_CLASSES),
                     ("W_SHARED", wgsl::MERGED_W_SHARED),
                 ];
-                if self == KernelId::ForwardOutputGather {
+                if self != KernelId::ForwardOutput {
                     c.push(("X_SHARED", wgsl::MERGED_X_SHARED));
+                }
+                if self == KernelId::ForwardOutputSplit {
+                    // The update's tile side: the partial sums come in k-tiles of T.
+                    c.push(("T", tiles.update_t));
                 }
                 c
             }
-            KernelId::LinearUpdate => {
-                vec![
+            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+                let mut c = vec![
                     ("T", tiles.update_t),
                     ("UPD_R", tiles.update_r),
                     ("UPD_RS", tiles.update_slices),
                     ("UPD_PRE", tiles.update_preload as u32),
-                ]
+                ];
+                if self == KernelId::LinearUpdateSplit {
+                    c.push(("NEXT_R", wgsl::SPLIT_NEXT_R));
+                }
+                c
             }
             _ => vec![],
         }
@@ -176,13 +199,15 @@ impl KernelId {
                 ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
             }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
-            KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
+            KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 ("shaders/forward_output.wgsl", include_str!("../shaders/forward_output.wgsl"))
             }
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
             }
-            KernelId::LinearUpdate => ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl")),
+            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+                ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl"))
+            }
             KernelId::ActivationCopyForward => {
                 ("shaders/activation_copy_forward.wgsl", include_str!("../shaders/activation_copy_forward.wgsl"))
             }
@@ -195,7 +220,8 @@ impl KernelId {
         };
         let mut files = vec![("shaders/common.wgsl", COMMON)];
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
-        let output = matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather);
+        let output =
+            matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit);
         if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse) {
             files.push(("shaders/loss.wgsl", LOSS));
         }
@@ -209,18 +235,33 @@ impl KernelId {
             KernelId::LinearForward | KernelId::LinearForwardTiled | KernelId::ForwardOutput => {
                 files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl")))
             }
-            KernelId::LinearForwardGather | KernelId::ForwardOutputGather => {
+            KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
             }
             _ => {}
         }
         files.push(body);
-        if self == KernelId::LinearUpdate {
-            files.push(if fit.linear_update_pairs {
-                ("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))
-            } else {
-                ("shaders/linear_update_b_unbound.wgsl", include_str!("../shaders/linear_update_b_unbound.wgsl"))
-            });
+        match self {
+            KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
+                files.push(("shaders/forward_k_loop.wgsl", include_str!("../shaders/forward_k_loop.wgsl")))
+            }
+            KernelId::ForwardOutputSplit => {
+                files.push(("shaders/forward_split_sums.wgsl", include_str!("../shaders/forward_split_sums.wgsl")))
+            }
+            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+                // The split step binds both layers (it runs only where FusedTiles::splits).
+                files.push(if fit.linear_update_pairs || self == KernelId::LinearUpdateSplit {
+                    ("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))
+                } else {
+                    ("shaders/linear_update_b_unbound.wgsl", include_str!("../shaders/linear_update_b_unbound.wgsl"))
+                });
+                files.push(if self == KernelId::LinearUpdateSplit {
+                    ("shaders/linear_update_next.wgsl", include_str!("../shaders/linear_update_next.wgsl"))
+                } else {
+                    ("shaders/linear_update_next_none.wgsl", include_str!("../shaders/linear_update_next_none.wgsl"))
+                });
+            }
+            _ => {}
         }
         files
     }
@@ -324,8 +365,10 @@ impl Kernels {
         let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
         let layout = match id {
-            KernelId::LinearForwardGather => Some(gather_layout(ctx, false)),
-            KernelId::ForwardOutputGather => Some(gather_layout(ctx, true)),
+            KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
+                Some(gather_layout(ctx, id))
+            }
+            KernelId::LinearUpdateSplit => Some(split_update_layout(ctx)),
             _ => None,
         };
         let pipeline = build_pipeline(ctx, id.name(), &id.source(&tiles, fit), self.bounds_checks, layout.as_ref())?;
@@ -380,20 +423,35 @@ fn build_pipeline(
     })
 }
 
-/// The gathering forward's layout, spelled out because its `slot` uniform (binding 7) has a
-/// dynamic offset, which a layout derived from the shader never has. Bindings as in
-/// `linear_forward.wgsl` and `forward_input_gather.wgsl`; with `output`, also the output
-/// layer's of `forward_output.wgsl` (11-14).
-fn gather_layout(ctx: &GpuContext, output: bool) -> wgpu::PipelineLayout {
-    use wgpu::BufferBindingType::{Storage, Uniform};
-    let entry = |binding: u32, ty: wgpu::BufferBindingType, dynamic: bool| wgpu::BindGroupLayoutEntry {
+fn layout_entry(binding: u32, ty: wgpu::BufferBindingType, dynamic: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: dynamic, min_binding_size: None },
         count: None,
-    };
-    let read = Storage { read_only: true };
-    let write = Storage { read_only: false };
+    }
+}
+
+const READ: wgpu::BufferBindingType = wgpu::BufferBindingType::Storage { read_only: true };
+const WRITE: wgpu::BufferBindingType = wgpu::BufferBindingType::Storage { read_only: false };
+
+fn pipeline_layout(ctx: &GpuContext, label: &str, entries: &[wgpu::BindGroupLayoutEntry]) -> wgpu::PipelineLayout {
+    let group = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries });
+    ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(&group)],
+        immediate_size: 0,
+    })
+}
+
+/// The gathering forward's layout (`id`: `linear_forward` or one of the `forward_output` forms),
+/// spelled out because its `slot` uniform (binding 7) has a dynamic offset, which a layout
+/// derived from the shader never has. Bindings as in `linear_forward.wgsl` and
+/// `forward_input_gather.wgsl`; for `forward_output`, also the output layer's (11-14), and the
+/// split form's partial sums (15).
+fn gather_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
+    use wgpu::BufferBindingType::Uniform;
+    let (entry, read, write) = (layout_entry, READ, WRITE);
     let mut entries = vec![
         entry(0, read, false),  // images
         entry(1, read, false),  // params
@@ -406,7 +464,7 @@ fn gather_layout(ctx: &GpuContext, output: bool) -> wgpu::PipelineLayout {
         entry(8, write, false), // x_out
         entry(9, write, false), // labels_out
     ];
-    if output {
+    if id != KernelId::LinearForwardGather {
         entries.extend([
             entry(11, read, false),  // out_params
             entry(12, write, false), // out
@@ -414,13 +472,35 @@ fn gather_layout(ctx: &GpuContext, output: bool) -> wgpu::PipelineLayout {
             entry(14, write, false), // counters
         ]);
     }
-    let group = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("linear_forward (gathering)"),
-        entries: &entries,
-    });
-    ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some("linear_forward (gathering)"),
-        bind_group_layouts: &[Some(&group)],
-        immediate_size: 0,
-    })
+    if id == KernelId::ForwardOutputSplit {
+        entries.push(entry(15, read, false)); // partials
+    }
+    pipeline_layout(ctx, id.name(), &entries)
+}
+
+/// The split step's `linear_update` layout: `linear_update.wgsl`'s bindings (both layers), then
+/// `linear_update_next.wgsl`'s, whose `slot` (the next batch's) has a dynamic offset.
+fn split_update_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
+    use wgpu::BufferBindingType::Uniform;
+    let (entry, read, write) = (layout_entry, READ, WRITE);
+    let mut entries = Vec::new();
+    for layer in [0, 5] {
+        entries.extend([
+            entry(layer, read, false),      // x
+            entry(layer + 1, read, false),  // dy
+            entry(layer + 2, write, false), // params
+            entry(layer + 3, write, false), // grads
+            entry(layer + 4, write, false), // state
+        ]);
+    }
+    entries.extend([
+        entry(10, read, false), // counters
+        entry(11, Uniform, false),
+        entry(12, Uniform, false),
+        entry(13, read, false), // images
+        entry(14, read, false), // order
+        entry(15, Uniform, true),
+        entry(16, write, false), // partials
+    ]);
+    pipeline_layout(ctx, KernelId::LinearUpdateSplit.name(), &entries)
 }

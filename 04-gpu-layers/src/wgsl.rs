@@ -39,6 +39,9 @@ pub const MERGED_MAX_CLASSES: u32 = 32;
 /// `forward_output`: floats of the output layer's `[W; b]` it stages (WGSL `W_SHARED`; MNIST's
 /// 129 x 10 = 1,290 fit); a larger output layer reads its weights from memory.
 pub const MERGED_W_SHARED: u32 = 1536;
+/// The split step's `linear_update`: rows of the next batch per chunk of its partial sums
+/// (WGSL `NEXT_R`; an MNIST batch of 64 in one).
+pub const SPLIT_NEXT_R: u32 = 64;
 /// `forward_output`, gathering: floats of input rows it stages (WGSL `X_SHARED`; 2 x 784 fit).
 /// Every variant `--sweep` times then fits the 32 KiB of workgroup memory of lavapipe (the CI
 /// machine's adapter; at most 32,016 bytes, with 2 rows per workgroup), so the tests run them there.
@@ -79,6 +82,11 @@ pub struct FusedTiles {
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
+    /// Whether a gathered training step of one merged hidden layer runs SPLIT: each
+    /// `linear_update` also writes the next batch's partial sums of `x W1` for its tile of `W1`,
+    /// and `forward_output` only adds them up (where the device allows it:
+    /// [`FusedTiles::splits`]; `GpuTrainer::record_gathered_steps`).
+    pub split: bool,
     /// `forward_output`: columns per block (WGSL `TN`, `workgroup_size.x`); each invocation
     /// takes `merged_cb` blocks, so a hidden layer of up to `merged_tn x merged_cb` is merged.
     pub merged_tn: u32,
@@ -130,6 +138,7 @@ impl FusedTiles {
         update_r: 64,
         update_preload: true,
         merge: true,
+        split: true,
         merged_tn: 32,
         merged_cb: 4,
         merged_ks: 32,
@@ -298,6 +307,37 @@ impl FusedTiles {
         let floats = ks * tr * tn * cb + tr * tn * cb + MERGED_W_SHARED + tr * MERGED_MAX_CLASSES;
         let x = if gather { MERGED_X_SHARED } else { 0 };
         Needs { invocations: tn * ks, workgroup_bytes: 4 * (floats + x), storage_buffers: if gather { 11 } else { 8 } }
+    }
+
+    /// Whether a gathered step whose first hidden layer runs merged (`forward_output`) runs
+    /// split on a device with `limits` ([`FusedTiles::split`]): the tiles say so, and the device
+    /// allows what the two split kernels need ([`FusedTiles::split_needs`]).
+    pub fn splits(&self, limits: &wgpu::Limits) -> bool {
+        let t = self.fitted(limits.max_compute_invocations_per_workgroup);
+        self.split
+            && t.split_needs().iter().all(|n| {
+                n.invocations <= limits.max_compute_invocations_per_workgroup
+                    && n.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+                    && n.storage_buffers <= limits.max_storage_buffers_per_shader_stage
+            })
+    }
+
+    /// What the split step's two kernels need of a device (a test checks it against naga):
+    /// `forward_output` gathering plus the partial sums (one storage buffer more); and
+    /// `linear_update` of two layers plus the images, the order and the partial sums (14 storage
+    /// buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
+    /// workgroup memory beside its own.
+    pub fn split_needs(&self) -> [Needs; 2] {
+        let forward = self.merged_needs(true);
+        let (t, r, s) = (self.update_t, self.update_r, self.update_slices);
+        let tq = t / 4;
+        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4);
+        let update = Needs {
+            invocations: self.update_invocations(),
+            workgroup_bytes: 16 * update_vec4 + 4 * (SPLIT_NEXT_R * t + t * t),
+            storage_buffers: 14,
+        };
+        [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
     }
 
     /// Errors unless every kernel can be built with these sizes (`max_invocations`: the
@@ -553,7 +593,9 @@ pub(crate) struct ForwardOutputParams {
     pub hidden_act: u32,
     pub x_inputs: u32,
     pub act: u32,
-    pub _pad: [u32; 2],
+    /// The split step: rows per k-tile of the partial sums (the tape's largest batch).
+    pub partial_rows: u32,
+    pub _pad: u32,
 }
 
 /// `Opt` (`common.wgsl`), read by `sgd.wgsl`, `adam.wgsl` and (inside [`Update`])
@@ -596,13 +638,28 @@ pub(crate) struct LayerShape {
     pub first_group: u32,
 }
 
-/// `Update` (`linear_update.wgsl`): the optimizer and up to two layers.
+/// `Split` (`linear_update.wgsl`): in the split step's prologue `partials_only` is 1 (no
+/// update, only the first batch's partial sums); `partial_rows` the rows per k-tile of them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct Split {
+    pub partials_only: u32,
+    pub partial_rows: u32,
+    pub _pad: [u32; 2],
+}
+
+impl Split {
+    pub const NONE: Split = Split { partials_only: 0, partial_rows: 0, _pad: [0; 2] };
+}
+
+/// `Update` (`linear_update.wgsl`): the optimizer, up to two layers, and the split step's part.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Update {
     pub opt: Opt,
     pub a: LayerShape,
     pub b: LayerShape,
+    pub split: Split,
 }
 
 /// `GatherSlot` (`forward_input_gather.wgsl`): where batch s of an epoch starts in the order,
@@ -647,7 +704,7 @@ pub(crate) struct MseParams {
 
 /// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 15] = [
+pub(crate) const UNIFORMS: [(&str, usize); 16] = [
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
     ("ActivationParams", size_of::<ActivationParams>()),
@@ -658,6 +715,7 @@ pub(crate) const UNIFORMS: [(&str, usize); 15] = [
     ("ForwardOutputParams", size_of::<ForwardOutputParams>()),
     ("Opt", size_of::<Opt>()),
     ("LayerShape", size_of::<LayerShape>()),
+    ("Split", size_of::<Split>()),
     ("Update", size_of::<Update>()),
     ("GatherSlot", size_of::<GatherSlot>()),
     ("DropoutParams", size_of::<DropoutParams>()),
@@ -724,7 +782,8 @@ mod tests {
         for (fit, limit) in [(DeviceFit::WEBGPU_DEFAULTS, webgpu), (DeviceFit::LARGE, DeviceFit::LARGE_NEEDS)] {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
             // The merged forward_output runs only where FusedTiles::merges allows it (below).
-            for id in KernelId::ALL.into_iter().filter(|id| !id.name().starts_with("forward_output")) {
+            // The split step's kernels run only where FusedTiles::splits allows them (below).
+            for id in KernelId::ALL.into_iter().filter(|id| !id.name().starts_with("forward_output") && !id.is_split()) {
                 let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
                 let n = needs(&compile(id.name(), &id.source(&tiles, fit)));
                 assert!(n.invocations <= limit.invocations, "{} with {fit:?}: {n:?}", id.name());
@@ -784,6 +843,31 @@ mod tests {
     }
 
     #[test]
+    fn split_needs_say_what_the_split_kernels_need_and_lavapipe_runs_them() {
+        for (what, tiles) in FusedTiles::sweep() {
+            let [forward, update] = tiles.split_needs();
+            for (id, want) in [(KernelId::ForwardOutputSplit, forward), (KernelId::LinearUpdateSplit, update)] {
+                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+                assert_eq!(n, want, "{} with {what}", id.name());
+            }
+        }
+        // lavapipe (the CI machine's adapter) runs the default split step; WebGPU's defaults (8
+        // storage buffers) and SwiftShader's 10 do not, nor tiles that turn it off.
+        let defaults = wgpu::Limits::defaults();
+        let lavapipe = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 1024,
+            max_compute_workgroup_storage_size: 32768,
+            max_storage_buffers_per_shader_stage: 1 << 20,
+            ..defaults.clone()
+        };
+        let d = FusedTiles::DEFAULT;
+        assert!(d.splits(&lavapipe));
+        assert!(!d.splits(&defaults));
+        assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 13, ..lavapipe.clone() }));
+        assert!(!FusedTiles { split: false, ..d }.splits(&lavapipe));
+    }
+
+    #[test]
     fn tiled_needs_say_what_linear_forward_tiled_needs_and_which_layers_take_it() {
         for (what, tiles) in FusedTiles::sweep() {
             let id = KernelId::LinearForwardTiled;
@@ -832,7 +916,7 @@ mod tests {
         let at = Opt::LR_OFFSET as usize;
         assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
         let none = LayerShape { inputs: 0, outputs: 0, tiles_n: 0, first_group: 0 };
-        let update = Update { opt, a: none, b: none };
+        let update = Update { opt, a: none, b: none, split: Split::NONE };
         let bytes = bytemuck::bytes_of(&update);
         assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
     }

@@ -539,7 +539,10 @@ impl Bytes {
 
 #[test]
 fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
+    // The default tiles run the training steps split on this device (each step recorded alone,
+    // with its prologue); without the split, the usual k loop.
     gathered_steps_match_cpu(test_context(), kernels());
+    gathered_steps_match_cpu(test_context(), &Kernels::with_tiles(FusedTiles { split: false, ..FusedTiles::DEFAULT }));
     // The same within WebGPU's default limits (the browser's kernels: fewer invocations, less
     // workgroup memory for the staged rows).
     let (ctx, kernels) = webgpu_defaults();
@@ -566,8 +569,10 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
         assert!(g.can_gather());
         let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+        let split = kernels.tiles().splits(&ctx.limits);
+        assert_eq!(g.gathered_split(gathered), split);
         let first = g.step_kernels(Some(gathered))[0];
-        assert!(first.ends_with(" (gathering)"), "{first}");
+        assert!(first.ends_with(if split { " (split)" } else { " (gathering)" }), "{first}");
         let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
         for s in 0..n.div_ceil(batch) {
             let (x, labels) = bytes.batch(s, batch, inputs);
@@ -592,6 +597,56 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
     let mut flat = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), batch, 7, Fusion::Fused).unwrap();
     assert!(!flat.can_gather());
     assert!(flat.add_gathered(ctx, kernels, &bytes.source()).is_err());
+}
+
+/// The split step ([`GpuTrainer::record_gathered_steps`]): every step's update writes the next
+/// batch's partial sums of x W1, which the next step's forward adds up, so a run of steps in ONE
+/// submission checks the hand-over (each step recorded alone only checks the prologue). Shapes:
+/// 77 inputs (three k-tiles of 32, the last one short, with the bias row), 40 hidden units (a
+/// short second tile of columns), batches of 8 and of 70 (more rows than one chunk of the next
+/// batch, `SPLIT_NEXT_R` = 64), each epoch ending in a short batch; SGD with momentum and Adam.
+#[test]
+fn split_steps_train_like_the_cpu() {
+    let ctx = test_context();
+    let (inputs, hidden, classes) = (77, 40, 5);
+    let spec = NetworkSpec::new(inputs, &[hidden], classes).unwrap();
+    for (n, batch) in [(37, 8), (150, 70)] {
+        let bytes = Bytes::new(ctx, n, inputs, classes, batch);
+        let full = n / batch;
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            let what = format!("{} batch {batch}", opt.describe());
+            let mut g = GpuTrainer::with_options(ctx, kernels(), &spec, opt, batch, 7, Fusion::Fused).unwrap();
+            let gathered = g.add_gathered(ctx, kernels(), &bytes.source()).unwrap();
+            assert!(g.gathered_split(gathered), "lavapipe runs the split step");
+            assert_eq!(g.step_kernels(Some(gathered)), ["forward_output (split)", "linear_update (split)"]);
+            let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
+            for epoch in 0..2 {
+                g.set_batch(ctx, batch).unwrap();
+                ctx.submit_pass("split steps", |pass| g.record_gathered_steps(gathered, 0..full, pass));
+                for s in 0..full {
+                    let (x, labels) = bytes.batch(s, batch, inputs);
+                    c.train_step(&x, &labels).unwrap();
+                }
+                assert_params_close(ctx, &g, &c, &format!("{what}, epoch {epoch}, {full} split steps in one submission"));
+                let (x, labels) = bytes.batch(full, batch, inputs);
+                g.set_batch(ctx, x.rows).unwrap();
+                ctx.submit_pass("short split step", |pass| g.record_gathered_steps(gathered, full..full + 1, pass));
+                c.train_step(&x, &labels).unwrap();
+                assert_params_close(ctx, &g, &c, &format!("{what}, epoch {epoch}, the short batch"));
+            }
+            let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+            assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct), "{what}");
+            assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+        }
+    }
+    // Within WebGPU's default limits (8 storage buffers) the steps are not split.
+    let (ctx, kernels) = webgpu_defaults();
+    let bytes = Bytes::new(ctx, 37, inputs, classes, 8);
+    let mut g = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), 8, 7, Fusion::Fused).unwrap();
+    if g.can_gather() {
+        let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+        assert!(!g.gathered_split(gathered));
+    }
 }
 
 /// The kernels a browser gets, against the CPU, both optimizers: one to three layers (an odd

@@ -95,18 +95,17 @@ impl<'a> GpuRun<'a> {
         let label = if training { "train steps" } else { "eval steps" };
         let gathered = self.gathered.map(|(train, test)| if std::ptr::eq(batches, &self.train) { train } else { test });
         let index = self.ctx.scoped(|| {
-            self.ctx.submit_pass(label, |pass| {
-                for s in steps {
-                    match (gathered, training) {
-                        (Some(g), true) => self.trainer.record_gathered_step(g, s, pass),
-                        (Some(g), false) => self.trainer.record_gathered_eval(g, s, pass),
-                        (None, _) => {
-                            batches.record(&self.kernel, pass, s);
-                            if training {
-                                self.trainer.record_step(pass);
-                            } else {
-                                self.trainer.record_eval(pass);
-                            }
+            self.ctx.submit_pass(label, |pass| match (gathered, training) {
+                // All steps at once: in the split form each step hands the next its partial sums.
+                (Some(g), true) => self.trainer.record_gathered_steps(g, steps, pass),
+                (Some(g), false) => steps.for_each(|s| self.trainer.record_gathered_eval(g, s, pass)),
+                (None, _) => {
+                    for s in steps {
+                        batches.record(&self.kernel, pass, s);
+                        if training {
+                            self.trainer.record_step(pass);
+                        } else {
+                            self.trainer.record_eval(pass);
                         }
                     }
                 }
