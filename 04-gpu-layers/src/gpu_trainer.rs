@@ -282,6 +282,12 @@ impl GpuTrainer {
         self.tape.record_steps(gathered.train, slots, pass);
     }
 
+    /// The training tape of `gathered`, for [`GpuTape::record_one`] and
+    /// [`GpuTape::dispatch_names`].
+    pub fn gathered_train_tape(&self, gathered: Gathered) -> TapeId {
+        gathered.train
+    }
+
     /// Whether the gathered training steps run split ([`GpuTrainer::add_gathered`]).
     pub fn gathered_split(&self, gathered: Gathered) -> bool {
         self.tape.is_split(gathered.train)

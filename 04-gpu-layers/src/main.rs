@@ -23,7 +23,8 @@ use clap::Parser;
 use common::{GpuContext, GpuTimer, median};
 use cpu_matrix::Matrix;
 use gpu_layers::{
-    Activation, CpuTrainer, Fusion, GpuTrainer, Kernels, LayersError, Loss, Metrics, Network, NetworkSpec, Optimizer,
+    Activation, ByteImages, CpuTrainer, Fusion, GatherSlot, GpuTrainer, Kernels, LayersError, Loss, Metrics, Network,
+    NetworkSpec, Optimizer,
 };
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -415,12 +416,161 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
             return Err("the benchmark loss is not finite".into());
         }
     }
+    if Network::fused_blocker(spec).is_none() {
+        bench_split(ctx, kernels, args, spec, opt, &timer)?;
+    }
     println!(
-        "   (fused+chk: the fused kernels with naga's bounds checks; GPU ms/pass: timestamps around the one pass;\n    \
-         record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
+        "   (fused+chk: the fused kernels with naga's bounds checks; split: the fused kernels gathering each batch\n    \
+         from bytes, the update writing the next batch's x W1 (one prologue dispatch per pass, not in the count);\n    \
+         GPU ms/pass: timestamps around the one pass; record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
          wall ms /{}: the same steps submitted {} at a time, so recording overlaps the GPU)",
         args.chunk, args.chunk
     );
+    Ok(())
+}
+
+/// Byte images for the gathering steps of `bench_split`: 16 batches of random pixels in a
+/// shuffled order, batch `s` of an epoch is batch `s % 16` of them.
+struct BenchBytes {
+    images: wgpu::Buffer,
+    labels: wgpu::Buffer,
+    order: wgpu::Buffer,
+    slots: wgpu::Buffer,
+    stride: u64,
+    pixels: Vec<u8>,
+    label_bytes: Vec<u8>,
+    order_host: Vec<u32>,
+}
+
+const BENCH_BATCHES: usize = 16;
+
+impl BenchBytes {
+    fn new(ctx: &GpuContext, batch: usize, steps: usize) -> Result<Self, AnyError> {
+        use rand::Rng;
+        let n = batch * BENCH_BATCHES;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let pixels: Vec<u8> = (0..n * 784).map(|_| rng.random()).collect();
+        let label_bytes: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        let mut order_host: Vec<u32> = (0..n as u32).collect();
+        order_host.shuffle(&mut rng);
+        let stride = (ctx.limits.min_uniform_buffer_offset_alignment as u64).max(16);
+        let mut slot_bytes = vec![0u8; steps * stride as usize];
+        for s in 0..steps {
+            let slot = GatherSlot { first: ((s % BENCH_BATCHES) * batch) as u32, count: batch as u32, scale: 1.0 / 255.0, shift: 0.0 };
+            slot_bytes[s * stride as usize..][..16].copy_from_slice(bytemuck::bytes_of(&slot));
+        }
+        let storage = wgpu::BufferUsages::STORAGE;
+        Ok(Self {
+            images: ctx.buffer_init("bench images", &pixels, storage)?,
+            labels: ctx.buffer_init("bench labels", &label_bytes, storage)?,
+            order: ctx.buffer_init("bench order", bytemuck::cast_slice(&order_host), storage)?,
+            slots: ctx.buffer_init("bench slots", &slot_bytes, wgpu::BufferUsages::UNIFORM)?,
+            stride,
+            pixels,
+            label_bytes,
+            order_host,
+        })
+    }
+
+    fn source(&self) -> ByteImages<'_> {
+        ByteImages { images: &self.images, labels: &self.labels, order: &self.order, slots: &self.slots, stride: self.stride }
+    }
+
+    /// Batch `s` as the CPU sees it.
+    fn batch(&self, s: usize, batch: usize) -> Result<(Matrix, Vec<u32>), AnyError> {
+        let rows = &self.order_host[(s % BENCH_BATCHES) * batch..][..batch];
+        let x = rows.iter().flat_map(|&i| self.pixels[i as usize * 784..][..784].iter().map(|&p| p as f32 / 255.0)).collect();
+        let labels = rows.iter().map(|&i| self.label_bytes[i as usize] as u32).collect();
+        Ok((Matrix::new(batch, 784, x)?, labels))
+    }
+}
+
+/// The `split` row of `--bench`: the fused tape gathering its batches from bytes, in the split
+/// form where the device allows it (`GpuTape::add_split_tape`), each step on the next batch.
+fn bench_split(
+    ctx: &GpuContext,
+    kernels: &Arc<Kernels>,
+    args: &Args,
+    spec: &NetworkSpec,
+    opt: Optimizer,
+    timer: &GpuTimer,
+) -> Result<(), AnyError> {
+    let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
+    let bytes = BenchBytes::new(ctx, batch, steps)?;
+    let mut gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, Fusion::Fused)?;
+    if !gpu.can_gather() {
+        return Ok(());
+    }
+    let gathered = gpu.add_gathered(ctx, kernels, &bytes.source())?;
+    if !gpu.gathered_split(gathered) {
+        println!("{:>9} | not split on this device", "split");
+        return Ok(());
+    }
+    // Validate before timing: three steps in one pass (the prologue, then two hand-overs)
+    // against the CPU.
+    let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
+    gpu.set_batch(ctx, batch)?;
+    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..3, pass));
+    for s in 0..3 {
+        let (x, labels) = bytes.batch(s, batch)?;
+        cpu.train_step(&x, &labels)?;
+    }
+    common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+        .map_err(|e| format!("split steps differ from the CPU: {e}"))?;
+    gpu.take_metrics(ctx)?;
+    let before = gpu.allocations();
+    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
+    ctx.wait()?;
+    let (mut gpu_s, mut record_s, mut wall_s, mut chunked_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        gpu_s.push(timer.time_pass(ctx, "split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass))?);
+        let start = Instant::now();
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            gpu.record_gathered_steps(gathered, 0..steps, &mut pass);
+        }
+        let commands = encoder.finish();
+        record_s.push(start.elapsed().as_secs_f64());
+        ctx.queue.submit([commands]);
+        ctx.wait()?;
+        wall_s.push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        for first in (0..steps).step_by(args.chunk as usize) {
+            let slots = first..(first + args.chunk as usize).min(steps);
+            ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, slots, pass));
+        }
+        ctx.wait()?;
+        chunked_s.push(start.elapsed().as_secs_f64());
+    }
+    let (tape, _) = gpu.tape();
+    let train = gpu.gathered_train_tape(gathered);
+    let mut parts = Vec::new();
+    for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
+        let mut t: Vec<f64> = (0..reps.min(3))
+            .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+            .collect::<Result<_, _>>()?;
+        parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
+    }
+    let m = gpu.take_metrics(ctx)?;
+    if gpu.allocations() != before {
+        return Err("the timed steps allocated GPU memory".into());
+    }
+    if !m.mean_loss().is_finite() {
+        return Err("the benchmark loss is not finite".into());
+    }
+    let gpu_ms = median(&mut gpu_s) * 1e3;
+    println!(
+        "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
+        "split",
+        gpu.step_kernels(Some(gathered)).len(),
+        gpu_ms,
+        gpu_ms * 1e3 / steps as f64,
+        median(&mut record_s) * 1e3,
+        median(&mut wall_s) * 1e3,
+        median(&mut chunked_s) * 1e3
+    );
+    println!("{:>9} | us per dispatch, each alone: {}", "", parts.join(", "));
     Ok(())
 }
 
