@@ -24,8 +24,8 @@ const NEXT_WORDS: u32 = (NEXT_R * TQ + THREADS - 1u) / THREADS; // pixel words p
 const NEXT_Q: u32 = NEXT_R * T / THREADS;                       // outputs per invocation
 const NEXT_ROW_STEP: u32 = THREADS / T;                         // between an invocation's rows
 
-var<workgroup> next_x: array<f32, NEXT_R * T>; // [NEXT_R][T]: a chunk of the next batch's k-slice
-var<workgroup> next_w: array<f32, T * T>;      // [T][T]: the tile after the step, bias row zeroed
+var<workgroup> next_x: array<vec4<f32>, NEXT_R * TQ>; // [NEXT_R][T / 4]: a chunk of the next batch's k-slice
+var<workgroup> next_w: array<f32, T * T>; // [T][T]: the tile after the step, bias row zeroed
 var<private> next_words: array<u32, NEXT_WORDS>;
 
 // Loads word i of the chunk at row r0 (row r = i / TQ, pixels 4 (i % TQ) .. of the slice)
@@ -47,17 +47,18 @@ fn next_prefetch(is_b: bool, shape: LayerShape, k0: u32, li: u32) {
     }
 }
 
-// next_words -> next_x, normalized; 0 past the layer's inputs.
+// next_words -> next_x, a word's 4 pixels to a vec4, normalized; 0 past the layer's inputs.
 fn next_stage(shape: LayerShape, k0: u32, li: u32) {
     for (var m = 0u; m < NEXT_WORDS; m++) {
         let i = li + m * THREADS;
         if i < NEXT_R * TQ {
-            let r = i / TQ;
-            let c = 4u * (i % TQ);
+            let k = k0 + 4u * (i % TQ);
+            var v: vec4<f32>;
             for (var e = 0u; e < 4u; e++) {
-                let v = f32((next_words[m] >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
-                next_x[r * T + c + e] = select(0.0, v, k0 + c + e < shape.inputs);
+                let pixel = f32((next_words[m] >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
+                v[e] = select(0.0, pixel, k + e < shape.inputs);
             }
+            next_x[i] = v;
         }
     }
 }
@@ -79,11 +80,15 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
         }
         next_stage(shape, k0, li);
         workgroupBarrier();
+        // Four values of k per step: one vec4 of x per row (the same for the whole subgroup, a
+        // broadcast) and four of W; read one at a time, the loads of workgroup memory (9 per 8
+        // multiply-adds) took longer than the multiply-adds.
         var acc: array<f32, NEXT_Q>;
-        for (var kk = 0u; kk < T; kk++) {
-            let w = next_w[kk * T + j];
+        for (var kq = 0u; kq < TQ; kq++) {
+            let k = 4u * kq;
+            let w = vec4<f32>(next_w[k * T + j], next_w[(k + 1u) * T + j], next_w[(k + 2u) * T + j], next_w[(k + 3u) * T + j]);
             for (var q = 0u; q < NEXT_Q; q++) {
-                acc[q] += next_x[(first_row + q * NEXT_ROW_STEP) * T + kk] * w;
+                acc[q] += dot(next_x[(first_row + q * NEXT_ROW_STEP) * TQ + kq], w);
             }
         }
         if j0 + j < shape.outputs {
