@@ -31,12 +31,14 @@ fn pixel_value(word: u32, e: u32) -> f32 {
     return f32((word >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
 }
 
-// Rows row0..row0 + TR (rows past the batch repeat its last row), word by word.
+// Rows row0..row0 + TR (rows past the batch repeat its last row), word by word. GATHER_ROWS
+// (prelude) is 0 in the split step, whose forward needs no pixels (the previous update gathered
+// them) and keeps only the labels.
 fn stage_input(row0: u32, k_len: u32, first_column: bool, li: u32) {
     staged = TR * k_len <= X_SHARED;
     let words = (k_len + 3u) / 4u;
     let last = batch.rows - 1u;
-    for (var i = li; i < TR * words; i += TN * KS) {
+    for (var i = li; i < TR * words * GATHER_ROWS; i += TN * KS) {
         let r = i / words;
         let w = i % words;
         let row = min(row0 + r, last);

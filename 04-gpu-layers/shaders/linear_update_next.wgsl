@@ -11,13 +11,17 @@
 //   partials[kt][row][j0 + j] = sum over k in the tile of x_next[row][k] * W1_new[k][j0 + j]
 //
 // (kt = k0 / T, the bias row left out). The next forward_output (forward_split_sums.wgsl) only
-// adds up a row's ceil(784 / T) tiles. The next batch's first rows are loaded at the start of the
-// kernel (next_prefetch), so their trip to memory overlaps the update's rounds.
+// adds up a row's ceil(784 / T) tiles. The next batch's first rows are loaded during the
+// update's first round (next_prefetch), so their trip to memory overlaps the rounds. The
+// workgroups of the first column of tiles also keep the rows in `x_next`, which the next step's
+// update reads as its x: two buffers, swapped every step, so that no update overwrites the rows
+// another workgroup of the same dispatch still reads, and the next forward gathers nothing.
 
 @group(0) @binding(13) var<storage, read> images: array<u32>;
 @group(0) @binding(14) var<storage, read> order: array<u32>;
 @group(0) @binding(15) var<uniform> slot: GatherSlot; // the NEXT batch's (a dynamic offset)
 @group(0) @binding(16) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(17) var<storage, read_write> x_next: array<f32>; // [batch][inputs]
 
 // NEXT_R (rows per chunk of the next batch) comes from the prelude.
 const NEXT_WORDS: u32 = (NEXT_R * TQ + THREADS - 1u) / THREADS; // pixel words per invocation
@@ -48,15 +52,20 @@ fn next_prefetch(is_b: bool, shape: LayerShape, k0: u32, li: u32) {
 }
 
 // next_words -> next_x, a word's 4 pixels to a vec4, normalized; 0 past the layer's inputs.
-fn next_stage(shape: LayerShape, k0: u32, li: u32) {
+// The first column of tiles (`keep`) also writes the rows of the batch into x_next.
+fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
     for (var m = 0u; m < NEXT_WORDS; m++) {
         let i = li + m * THREADS;
         if i < NEXT_R * TQ {
             let k = k0 + 4u * (i % TQ);
+            let row = r0 + i / TQ;
             var v: vec4<f32>;
             for (var e = 0u; e < 4u; e++) {
                 let pixel = f32((next_words[m] >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
                 v[e] = select(0.0, pixel, k + e < shape.inputs);
+                if keep && row < batch.rows && k + e < shape.inputs {
+                    x_next[row * shape.inputs + k + e] = pixel;
+                }
             }
             next_x[i] = v;
         }
@@ -78,7 +87,7 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
         if r0 > 0u {
             next_load(shape, k0, li, r0);
         }
-        next_stage(shape, k0, li);
+        next_stage(shape, k0, li, r0, j0 == 0u);
         workgroupBarrier();
         // Four values of k per step: one vec4 of x per row (the same for the whole subgroup, a
         // broadcast) and four of W; read one at a time, the loads of workgroup memory (9 per 8

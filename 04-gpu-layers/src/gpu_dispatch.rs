@@ -261,11 +261,12 @@ pub(crate) fn prepare_forward_output(
     }
 }
 
-/// The split step's `linear_update` of `op` (two layers, the first reading the gathered input):
-/// the dispatch of every step, which also writes the next batch's partial sums of the first
-/// layer into `partials` (`[k-tiles][B][out]`), and the prologue that writes only the partial
-/// sums (`Split::partials_only`). Both bind the source's slots with a dynamic offset: the NEXT
-/// batch's for the step, the first batch's for the prologue.
+/// The split step's `linear_update` of `op` (two layers, the first reading the gathered input)
+/// for each parity `p` of the step: `[p][0]` the dispatch of every step, which reads the
+/// batch's rows from `x[p]` and also writes the next batch's rows into `x[1 - p]` and its
+/// partial sums of the first layer into `partials` (`[k-tiles][B][out]`); `[p][1]` the
+/// prologue, which only writes the next batch's rows and partial sums (`Split::partials_only`).
+/// All bind the source's slots with a dynamic offset, the NEXT batch's.
 pub(crate) fn prepare_split_update(
     tape: &GpuTape,
     ctx: &GpuContext,
@@ -273,7 +274,8 @@ pub(crate) fn prepare_split_update(
     op: &Op,
     source: &ByteImages<'_>,
     partials: &wgpu::Buffer,
-) -> Result<(Step, Step), LayersError> {
+    x: [&wgpu::Buffer; 2],
+) -> Result<[[Step; 2]; 2], LayersError> {
     let Op::LinearUpdate { first, second: Some(second), counters, opt } = op else {
         return Err(LayersError::Spec(format!("the split step's update is a two-layer linear_update, not {}", op.kernel_name())));
     };
@@ -281,12 +283,13 @@ pub(crate) fn prepare_split_update(
     let (update, groups) = update_uniform(ctx, &kernels.tiles(), first, Some(second), *opt, id.name())?;
     let pipeline = kernels.pipeline(ctx, id)?;
     let buf = |t: TensorId| &tape.buffers[t.0];
-    let mut steps = Vec::with_capacity(2);
-    for partials_only in [0, 1] {
+    let uniforms = [0, 1].map(|partials_only| {
         let split = wgsl::Split { partials_only, partial_rows: tape.max_batch as u32, _pad: [0; 2] };
-        let uniform = tape.manager.uniform(ctx, id.name(), &Update { split, ..update });
+        tape.manager.uniform(ctx, id.name(), &Update { split, ..update })
+    });
+    let prepare = |parity: usize, uniform: &wgpu::Buffer| -> Result<Step, LayersError> {
         let bound = [
-            (0, buf(first.x.tensor)),
+            (0, x[parity]),
             (1, buf(first.dy.tensor)),
             (2, buf(first.params)),
             (3, buf(first.grads)),
@@ -298,18 +301,18 @@ pub(crate) fn prepare_split_update(
             (9, buf(second.state)),
             (10, buf(*counters)),
             (11, &tape.batch_uniform),
-            (12, &uniform),
+            (12, uniform),
             (13, source.images),
             (14, source.order),
             (16, partials),
+            (17, x[1 - parity]),
         ];
         let bind_group = bind_with_slot(tape, ctx, id.name(), &pipeline, &bound, 15, source)?;
         let groups = (groups as u32, 1, 1);
-        steps.push(Step::Gathered { pipeline: pipeline.clone(), bind_group, groups, stride: source.stride, opt_uniform: Some(uniform) });
-    }
-    let prologue = steps.pop().expect("two steps");
-    let step = steps.pop().expect("two steps");
-    Ok((step, prologue))
+        let opt_uniform = Some(uniform.clone());
+        Ok(Step::Gathered { pipeline: pipeline.clone(), bind_group, groups, stride: source.stride, opt_uniform })
+    };
+    Ok([[prepare(0, &uniforms[0])?, prepare(0, &uniforms[1])?], [prepare(1, &uniforms[0])?, prepare(1, &uniforms[1])?]])
 }
 
 /// `linear_update`'s uniform for `first` and (if any) `second`, and its workgroups: `T x T`

@@ -40,9 +40,16 @@ pub struct GpuTape {
     pub(crate) placeholders_rw: [wgpu::Buffer; 3],
     /// Each tape's dispatches, with the kernel each runs.
     tapes: Vec<Vec<(&'static str, Step)>>,
-    /// Each tape's prologue, for a split tape ([`GpuTape::add_split_tape`]): recorded once
-    /// before each run of its steps.
-    prologues: Vec<Option<Step>>,
+    /// What a split tape ([`GpuTape::add_split_tape`]) has beside its two steps.
+    splits: Vec<Option<SplitSteps>>,
+}
+
+/// A split tape's other dispatches: the update of odd steps (the tape's own is that of even
+/// steps: the two swap the buffers of the batch's rows), and the prologues, recorded once before
+/// each run of steps, that write the first batch's rows into buffer `[q]`.
+struct SplitSteps {
+    update_odd: Step,
+    prologues: [Step; 2],
 }
 
 impl GpuTape {
@@ -73,7 +80,7 @@ impl GpuTape {
             placeholder,
             placeholders_rw,
             tapes: Vec::new(),
-            prologues: Vec::new(),
+            splits: Vec::new(),
         })
     }
 
@@ -166,19 +173,22 @@ impl GpuTape {
         }
         let k_tiles = (x.cols + 1).div_ceil(tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup).update_t as usize);
         let partials = self.manager.storage(ctx, "split step partial sums", 4 * (k_tiles * self.max_batch * y.cols) as u64)?;
+        // The batch's rows: the input tensor on even steps, this buffer on odd ones.
+        let x_odd = self.manager.storage(ctx, "split step rows (odd steps)", 4 * (self.max_batch * x.cols) as u64)?;
         let input = MergedInput::Gathered { labels, source, partials: Some(&partials) };
         let forward = prepare_forward_output(self, ctx, kernels, &ops[0], &ops[1], input)?;
-        let (update, prologue) = prepare_split_update(self, ctx, kernels, &update, source, &partials)?;
+        let [[even, prologue_into_odd], [odd, prologue_into_even]] =
+            prepare_split_update(self, ctx, kernels, &update, source, &partials, [&self.buffers[x.tensor.0], &x_odd])?;
         use crate::kernels::KernelId;
-        let steps = vec![(KernelId::ForwardOutputSplit.name(), forward), (KernelId::LinearUpdateSplit.name(), update)];
+        let steps = vec![(KernelId::ForwardOutputSplit.name(), forward), (KernelId::LinearUpdateSplit.name(), even)];
         let id = self.push_tape(ctx, steps)?;
-        self.prologues[id.0] = Some(prologue);
+        self.splits[id.0] = Some(SplitSteps { update_odd: odd, prologues: [prologue_into_even, prologue_into_odd] });
         Ok(Some(id))
     }
 
     fn push_tape(&mut self, ctx: &GpuContext, steps: Vec<(&'static str, Step)>) -> Result<TapeId, LayersError> {
         self.tapes.push(steps);
-        self.prologues.push(None);
+        self.splits.push(None);
         let id = TapeId(self.tapes.len() - 1);
         self.set_batch(ctx, self.batch())?; // new matmul steps get the current batch
         Ok(id)
@@ -195,17 +205,18 @@ impl GpuTape {
     }
 
     /// Records `tape` once for each batch in `slots`, in order, into `pass`. A split tape
-    /// records its prologue first (the partial sums of batch `slots.start`), and each step's
-    /// update writes the partial sums of the next batch of the range (the last one's, of its own
-    /// batch again: unused).
+    /// records its prologue first (the rows and partial sums of batch `slots.start`), and each
+    /// step's update those of the next batch of the range (the last one's, of its own batch
+    /// again: unused); step `s` reads its rows from buffer `s % 2`.
     pub fn record_steps(&self, tape: TapeId, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
         let steps = &self.tapes[tape.0];
-        match &self.prologues[tape.0] {
-            Some(prologue) if !slots.is_empty() => {
-                prologue.record(pass, slots.start);
+        match &self.splits[tape.0] {
+            Some(split) if !slots.is_empty() => {
+                split.prologues[slots.start % 2].record(pass, slots.start);
                 for s in slots.clone() {
                     steps[0].1.record(pass, s);
-                    steps[1].1.record(pass, if s + 1 < slots.end { s + 1 } else { s });
+                    let update = if s % 2 == 0 { &steps[1].1 } else { &split.update_odd };
+                    update.record(pass, if s + 1 < slots.end { s + 1 } else { s });
                 }
             }
             _ => slots.for_each(|slot| steps.iter().for_each(|(_, s)| s.record(pass, slot))),
@@ -214,7 +225,7 @@ impl GpuTape {
 
     /// Whether `tape` runs split ([`GpuTape::add_split_tape`]).
     pub fn is_split(&self, tape: TapeId) -> bool {
-        self.prologues[tape.0].is_some()
+        self.splits[tape.0].is_some()
     }
 
     /// Records `tape` `times` times into one pass and submits it. Does not wait.
@@ -276,7 +287,8 @@ impl GpuTape {
     /// Rewrites the learning rate of every optimizer op (from the next submit on); the
     /// optimizer state is kept.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
-        let steps = self.tapes.iter().flatten().map(|(_, s)| s).chain(self.prologues.iter().flatten());
+        let split_steps = self.splits.iter().flatten().flat_map(|s| s.prologues.iter().chain([&s.update_odd]));
+        let steps = self.tapes.iter().flatten().map(|(_, s)| s).chain(split_steps);
         for u in steps.filter_map(Step::opt_uniform) {
             ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
         }

@@ -123,6 +123,7 @@ impl KernelId {
                 ("TR", tiles.forward_tr),
                 ("U", tiles.forward_u),
                 ("X_SHARED", fit.forward_x_shared),
+                ("GATHER_ROWS", 1),
             ],
             KernelId::LinearForwardTiled => vec![
                 ("FT_M", tiles.tiled_m),
@@ -155,6 +156,8 @@ impl KernelId {
                 ];
                 if self != KernelId::ForwardOutput {
                     c.push(("X_SHARED", wgsl::MERGED_X_SHARED));
+                    // The split step's forward keeps the labels only: the update gathered the rows.
+                    c.push(("GATHER_ROWS", (self == KernelId::ForwardOutputGather) as u32));
                 }
                 if self == KernelId::ForwardOutputSplit {
                     // The update's tile side: the partial sums come in k-tiles of T.
@@ -501,6 +504,7 @@ fn split_update_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
         entry(14, read, false), // order
         entry(15, Uniform, true),
         entry(16, write, false), // partials
+        entry(17, write, false), // x_next
     ]);
     pipeline_layout(ctx, KernelId::LinearUpdateSplit.name(), &entries)
 }

@@ -324,8 +324,8 @@ impl FusedTiles {
 
     /// What the split step's two kernels need of a device (a test checks it against naga):
     /// `forward_output` gathering plus the partial sums (one storage buffer more); and
-    /// `linear_update` of two layers plus the images, the order and the partial sums (14 storage
-    /// buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
+    /// `linear_update` of two layers plus the images, the order, the partial sums and the next
+    /// batch's rows (15 storage buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
@@ -335,7 +335,7 @@ impl FusedTiles {
         let update = Needs {
             invocations: self.update_invocations(),
             workgroup_bytes: 16 * update_vec4 + 4 * (SPLIT_NEXT_R * t + t * t),
-            storage_buffers: 14,
+            storage_buffers: 15,
         };
         [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
     }
@@ -863,7 +863,7 @@ mod tests {
         let d = FusedTiles::DEFAULT;
         assert!(d.splits(&lavapipe));
         assert!(!d.splits(&defaults));
-        assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 13, ..lavapipe.clone() }));
+        assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
         assert!(!FusedTiles { split: false, ..d }.splits(&lavapipe));
     }
 

@@ -622,12 +622,16 @@ fn split_steps_train_like_the_cpu() {
             let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
             for epoch in 0..2 {
                 g.set_batch(ctx, batch).unwrap();
-                ctx.submit_pass("split steps", |pass| g.record_gathered_steps(gathered, 0..full, pass));
-                for s in 0..full {
-                    let (x, labels) = bytes.batch(s, batch, inputs);
-                    c.train_step(&x, &labels).unwrap();
+                // Runs that start on an even and on an odd step (the steps swap two buffers of
+                // rows), the second one several steps long.
+                for steps in [0..1, 1..full] {
+                    ctx.submit_pass("split steps", |pass| g.record_gathered_steps(gathered, steps.clone(), pass));
+                    for s in steps.clone() {
+                        let (x, labels) = bytes.batch(s, batch, inputs);
+                        c.train_step(&x, &labels).unwrap();
+                    }
+                    assert_params_close(ctx, &g, &c, &format!("{what}, epoch {epoch}, split steps {steps:?} in one submission"));
                 }
-                assert_params_close(ctx, &g, &c, &format!("{what}, epoch {epoch}, {full} split steps in one submission"));
                 let (x, labels) = bytes.batch(full, batch, inputs);
                 g.set_batch(ctx, x.rows).unwrap();
                 ctx.submit_pass("short split step", |pass| g.record_gathered_steps(gathered, full..full + 1, pass));
