@@ -2,10 +2,10 @@
 // k = 0..x_inputs for its TR rows, as in linear_forward.wgsl with CB column blocks per
 // invocation, every workgroup reading all of W1. (forward_split_sums.wgsl is the other form.)
 
-// Slice lid.y of the TR rows' sums (no bias), acc[j * TR + r] for column j * TN + lid.x. Rows
-// past the batch read the last live row; columns past n read column n - 1 (in bounds, no branch
-// in the loop); the caller writes neither.
-fn hidden_slices(row0: u32, lid: vec3<u32>, k_len: u32, n: u32) -> array<f32, TR * CB> {
+// Writes slice lid.y of the TR rows' sums (no bias) into scratch[lid.y][r][j * TN + lid.x], and
+// returns the number of slices, KS. Rows past the batch read the last live row; columns past n
+// read column n - 1 (in bounds, no branch in the loop); the caller uses neither.
+fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 {
     let last = batch.rows - 1u;
     var xr: array<u32, TR>;
     for (var r = 0u; r < TR; r++) {
@@ -49,5 +49,10 @@ fn hidden_slices(row0: u32, lid: vec3<u32>, k_len: u32, n: u32) -> array<f32, TR
             }
         }
     }
-    return acc;
+    for (var j = 0u; j < CB; j++) {
+        for (var r = 0u; r < TR; r++) {
+            scratch[(lid.y * TR + r) * TN * CB + j * TN + lid.x] = acc[j * TR + r];
+        }
+    }
+    return KS;
 }

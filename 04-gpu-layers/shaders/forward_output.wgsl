@@ -77,25 +77,21 @@ fn main(
     }
     workgroupBarrier();
 
-    // 1. The TR rows' pre-activations without the bias, as KS slices into `scratch`
-    //    ([KS][TR][TN * CB]), summed over k here (forward_k_loop.wgsl), or from the partial sums
-    //    the previous step's update left (forward_split_sums.wgsl, the split step).
-    let acc = hidden_slices(row0, lid, k_len, n);
+    // 1. The TR rows' pre-activations without the bias, as slices in `scratch`
+    //    ([slices][TR][TN * CB]): KS slices of the k loop (forward_k_loop.wgsl), or fewer slices
+    //    of the partial sums the previous step's update left (forward_split_sums.wgsl, the split
+    //    step).
     let cw = TN * CB;
-    for (var j = 0u; j < CB; j++) {
-        for (var r = 0u; r < TR; r++) {
-            scratch[(lid.y * TR + r) * cw + j * TN + lid.x] = acc[j * TR + r];
-        }
-    }
+    let slices = hidden_slices(row0, li, lid, k_len, n);
     workgroupBarrier();
-    // The KS slices meet; bias and activation on the way into h_sh (and y, which the weight
-    // update reads).
+    // The slices meet; bias and activation on the way into h_sh (and y, which the weight update
+    // reads).
     for (var o = li; o < TR * cw; o += TN * KS) {
         let r = o / cw;
         let c = o % cw;
         if c < n {
             var z = 0.0;
-            for (var s = 0u; s < KS; s++) {
+            for (var s = 0u; s < slices; s++) {
                 z += scratch[(s * TR + r) * cw + c];
             }
             let v = activate(z + params[k_len * n + c], p.act);

@@ -200,9 +200,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         return; // the whole workgroup
     }
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
-    if partials_only {
-        next_prefetch(is_b, shape, k0, li); // the split step's prologue: no rounds
-    }
+    next_prefetch(is_b, shape, k0, li); // the split step: the next batch's first rows
 
     // The parameters this invocation moves at the end (element e = li + m * THREADS of the
     // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
@@ -226,12 +224,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let i = li + m * THREADS;
             xq[m] = x_quad(is_b, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
             dq[m] = dy_quad(is_b, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
-        }
-        if r0 == 0u {
-            // The split step: the next batch's first rows, in flight during the rounds. (At the
-            // start of the kernel, the pixel loads, which need the order's entries first, held
-            // up the rounds' loads behind one trip to memory.)
-            next_prefetch(is_b, shape, k0, li);
         }
         for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
             let i = li + m * THREADS;

@@ -607,16 +607,40 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
 /// batch, `SPLIT_NEXT_R` = 64), each epoch ending in a short batch; SGD with momentum and Adam.
 #[test]
 fn split_steps_train_like_the_cpu() {
+    split_steps_match_cpu(kernels(), &[Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)]);
+    // Other tiles of both split kernels (rows per forward workgroup, its slices, the update's
+    // tile side and batch slices): the kernels' index arithmetic is written for any of them.
+    let d = FusedTiles::DEFAULT;
+    for tiles in [
+        FusedTiles { merged_ks: 16, merged_tr: 2, ..d },
+        FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d },
+        FusedTiles { update_t: 16, ..d },
+        FusedTiles { update_slices: 2, ..d },
+    ] {
+        split_steps_match_cpu(&Kernels::with_tiles(tiles), &[Optimizer::sgd(0.1, 0.9)]);
+    }
+    // Within WebGPU's default limits (8 storage buffers) the steps are not split.
+    let (ctx, kernels) = webgpu_defaults();
+    let spec = NetworkSpec::new(77, &[40], 5).unwrap();
+    let bytes = Bytes::new(ctx, 37, 77, 5, 8);
+    let mut g = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), 8, 7, Fusion::Fused).unwrap();
+    if g.can_gather() {
+        let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+        assert!(!g.gathered_split(gathered));
+    }
+}
+
+fn split_steps_match_cpu(kernels: &Arc<Kernels>, opts: &[Optimizer]) {
     let ctx = test_context();
     let (inputs, hidden, classes) = (77, 40, 5);
     let spec = NetworkSpec::new(inputs, &[hidden], classes).unwrap();
     for (n, batch) in [(37, 8), (150, 70)] {
         let bytes = Bytes::new(ctx, n, inputs, classes, batch);
         let full = n / batch;
-        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
-            let what = format!("{} batch {batch}", opt.describe());
-            let mut g = GpuTrainer::with_options(ctx, kernels(), &spec, opt, batch, 7, Fusion::Fused).unwrap();
-            let gathered = g.add_gathered(ctx, kernels(), &bytes.source()).unwrap();
+        for &opt in opts {
+            let what = format!("{} batch {batch}, {:?}", opt.describe(), kernels.tiles());
+            let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
+            let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
             assert!(g.gathered_split(gathered), "lavapipe runs the split step");
             assert_eq!(g.step_kernels(Some(gathered)), ["forward_output (split)", "linear_update (split)"]);
             let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
@@ -642,14 +666,6 @@ fn split_steps_train_like_the_cpu() {
             assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct), "{what}");
             assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
         }
-    }
-    // Within WebGPU's default limits (8 storage buffers) the steps are not split.
-    let (ctx, kernels) = webgpu_defaults();
-    let bytes = Bytes::new(ctx, 37, inputs, classes, 8);
-    let mut g = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), 8, 7, Fusion::Fused).unwrap();
-    if g.can_gather() {
-        let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
-        assert!(!g.gathered_split(gathered));
     }
 }
 
