@@ -443,6 +443,8 @@ struct BenchBytes {
 }
 
 const BENCH_BATCHES: usize = 16;
+/// Steps of `bench_split`'s check against the CPU: the prologue, then two hand-overs.
+const VALIDATION_STEPS: usize = 3;
 
 impl BenchBytes {
     fn new(ctx: &GpuContext, batch: usize, steps: usize) -> Result<Self, AnyError> {
@@ -454,6 +456,7 @@ impl BenchBytes {
         let mut order_host: Vec<u32> = (0..n as u32).collect();
         order_host.shuffle(&mut rng);
         let stride = (ctx.limits.min_uniform_buffer_offset_alignment as u64).max(16);
+        let steps = steps.max(VALIDATION_STEPS);
         let mut slot_bytes = vec![0u8; steps * stride as usize];
         for s in 0..steps {
             let slot = GatherSlot { first: ((s % BENCH_BATCHES) * batch) as u32, count: batch as u32, scale: 1.0 / 255.0, shift: 0.0 };
@@ -510,8 +513,8 @@ fn bench_split(
     // against the CPU.
     let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
     gpu.set_batch(ctx, batch)?;
-    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..3, pass));
-    for s in 0..3 {
+    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..VALIDATION_STEPS, pass));
+    for s in 0..VALIDATION_STEPS {
         let (x, labels) = bytes.batch(s, batch)?;
         cpu.train_step(&x, &labels)?;
     }
