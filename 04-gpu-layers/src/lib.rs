@@ -23,8 +23,10 @@
 //!   the [`BufferManager`], then only recorded).
 //! - [`CpuTrainer`] (the reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
 //!
-//! On the GPU a training loop looks like this (stage 05 writes batches with a gather kernel
-//! instead of `write_batch`):
+//! On the GPU a training loop looks like this (stage 05's batches are gathered from byte images
+//! on the GPU by the first dispatch itself, [`GpuTrainer::add_gathered`], and recorded a range
+//! of batches at a time with [`GpuTrainer::record_gathered_steps`], which for 784-128-10 runs
+//! the split step: each update also computes the next batch's `x W1`):
 //!
 //! ```no_run
 //! use common::GpuContext;

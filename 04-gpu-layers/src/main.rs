@@ -488,6 +488,79 @@ impl BenchBytes {
     }
 }
 
+/// A trainer running the split step on [`BenchBytes`], checked against the CPU: for the
+/// `split` row of `--bench` and the split column of `--sweep`.
+pub(crate) struct SplitRun {
+    gpu: GpuTrainer,
+    gathered: gpu_layers::Gathered,
+    // Bound by the gathered tapes: kept alive with them.
+    _bytes: BenchBytes,
+}
+
+impl SplitRun {
+    /// `None` where the network cannot gather or the device does not split.
+    pub(crate) fn new(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        opt: Optimizer,
+        batch: usize,
+        steps: usize,
+    ) -> Result<Option<Self>, AnyError> {
+        let bytes = BenchBytes::new(ctx, batch, steps)?;
+        let mut gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, Fusion::Fused)?;
+        if !gpu.can_gather() {
+            return Ok(None);
+        }
+        let gathered = gpu.add_gathered(ctx, kernels, &bytes.source())?;
+        if !gpu.gathered_split(gathered) {
+            return Ok(None);
+        }
+        // Validate before timing: three steps in one pass (the prologue, then two hand-overs)
+        // against the CPU.
+        let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
+        gpu.set_batch(ctx, batch)?;
+        ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..VALIDATION_STEPS, pass));
+        for s in 0..VALIDATION_STEPS {
+            let (x, labels) = bytes.batch(s, batch)?;
+            cpu.train_step(&x, &labels)?;
+        }
+        common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+            .map_err(|e| format!("split steps differ from the CPU: {e}"))?;
+        gpu.take_metrics(ctx)?;
+        ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
+        ctx.wait()?;
+        Ok(Some(Self { gpu, gathered, _bytes: bytes }))
+    }
+
+    pub(crate) fn record(&self, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
+        self.gpu.record_gathered_steps(self.gathered, slots, pass);
+    }
+
+    /// Each dispatch of the step alone, `steps` copies in one pass: `(kernel, us)`, median of
+    /// `reps`.
+    pub(crate) fn alone(&self, ctx: &GpuContext, timer: &GpuTimer, steps: usize, reps: usize) -> Result<Vec<(&'static str, f64)>, AnyError> {
+        let (tape, _) = self.gpu.tape();
+        let train = self.gpu.gathered_train_tape(self.gathered);
+        let mut parts = Vec::new();
+        for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
+            let mut t: Vec<f64> = (0..reps)
+                .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+                .collect::<Result<_, _>>()?;
+            parts.push((name, median(&mut t) * 1e6 / steps as f64));
+        }
+        Ok(parts)
+    }
+
+    /// Errors if the loss the steps summed is not finite; resets the metrics.
+    pub(crate) fn check_loss(&self, ctx: &GpuContext) -> Result<(), AnyError> {
+        if !self.gpu.take_metrics(ctx)?.mean_loss().is_finite() {
+            return Err("the benchmark loss is not finite".into());
+        }
+        Ok(())
+    }
+}
+
 /// The `split` row of `--bench`: the fused tape gathering its batches from bytes, in the split
 /// form where the device allows it (`GpuTape::add_split_tape`), each step on the next batch.
 fn bench_split(
@@ -499,39 +572,19 @@ fn bench_split(
     timer: &GpuTimer,
 ) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
-    let bytes = BenchBytes::new(ctx, batch, steps)?;
-    let mut gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, Fusion::Fused)?;
-    if !gpu.can_gather() {
+    let Some(run) = SplitRun::new(ctx, kernels, spec, opt, batch, steps)? else {
+        println!("{:>9} | not split on this device or network", "split");
         return Ok(());
-    }
-    let gathered = gpu.add_gathered(ctx, kernels, &bytes.source())?;
-    if !gpu.gathered_split(gathered) {
-        println!("{:>9} | not split on this device", "split");
-        return Ok(());
-    }
-    // Validate before timing: three steps in one pass (the prologue, then two hand-overs)
-    // against the CPU.
-    let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
-    gpu.set_batch(ctx, batch)?;
-    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..VALIDATION_STEPS, pass));
-    for s in 0..VALIDATION_STEPS {
-        let (x, labels) = bytes.batch(s, batch)?;
-        cpu.train_step(&x, &labels)?;
-    }
-    common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
-        .map_err(|e| format!("split steps differ from the CPU: {e}"))?;
-    gpu.take_metrics(ctx)?;
-    let before = gpu.allocations();
-    ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
-    ctx.wait()?;
+    };
+    let before = run.gpu.allocations();
     let (mut gpu_s, mut record_s, mut wall_s, mut chunked_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
-        gpu_s.push(timer.time_pass(ctx, "split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass))?);
+        gpu_s.push(timer.time_pass(ctx, "split steps", |pass| run.record(0..steps, pass))?);
         let start = Instant::now();
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            gpu.record_gathered_steps(gathered, 0..steps, &mut pass);
+            run.record(0..steps, &mut pass);
         }
         let commands = encoder.finish();
         record_s.push(start.elapsed().as_secs_f64());
@@ -541,32 +594,21 @@ fn bench_split(
         let start = Instant::now();
         for first in (0..steps).step_by(args.chunk as usize) {
             let slots = first..(first + args.chunk as usize).min(steps);
-            ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, slots, pass));
+            ctx.submit_pass("split steps", |pass| run.record(slots, pass));
         }
         ctx.wait()?;
         chunked_s.push(start.elapsed().as_secs_f64());
     }
-    let (tape, _) = gpu.tape();
-    let train = gpu.gathered_train_tape(gathered);
-    let mut parts = Vec::new();
-    for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
-        let mut t: Vec<f64> = (0..reps.min(3))
-            .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
-            .collect::<Result<_, _>>()?;
-        parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
-    }
-    let m = gpu.take_metrics(ctx)?;
-    if gpu.allocations() != before {
+    let parts: Vec<String> = run.alone(ctx, timer, steps, reps.min(3))?.iter().map(|(n, us)| format!("{n} {us:.2}")).collect();
+    run.check_loss(ctx)?;
+    if run.gpu.allocations() != before {
         return Err("the timed steps allocated GPU memory".into());
-    }
-    if !m.mean_loss().is_finite() {
-        return Err("the benchmark loss is not finite".into());
     }
     let gpu_ms = median(&mut gpu_s) * 1e3;
     println!(
         "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
         "split",
-        gpu.step_kernels(Some(gathered)).len(),
+        run.gpu.step_kernels(Some(run.gathered)).len(),
         gpu_ms,
         gpu_ms * 1e3 / steps as f64,
         median(&mut record_s) * 1e3,

@@ -6,7 +6,9 @@
 //! 2. Every variant of [`FusedTiles::sweep`] (the default with ONE tile size changed): each of
 //!    the step's dispatches alone (`--steps` copies of it in one pass, GPU timestamps
 //!    around the pass) and the whole step (`--steps` steps in one pass). Each variant is first
-//!    checked against the CPU: one step, same weights.
+//!    checked against the CPU: one step, same weights. Where the variant runs the split step
+//!    (gathering from random bytes, `GpuTape::add_split_tape`), the same for it on the line
+//!    below, checked against the CPU over three steps.
 //! 3. The default step with a timestamp after every dispatch (where the adapter can write
 //!    timestamps inside a pass): what each dispatch costs in the middle of a real step, waiting
 //!    for the one before included.
@@ -30,7 +32,7 @@ use gpu_layers::{
 };
 use gpu_matmul::Kernel;
 
-use crate::{AnyError, Args, ConcatData};
+use crate::{AnyError, Args, ConcatData, SplitRun};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
@@ -112,6 +114,15 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.update_r,
             if t.update_preload { "" } else { " late" }
         );
+        if let Some(run) = SplitRun::new(ctx, &kernels, &spec, opt, batch, steps)? {
+            let mut t: Vec<f64> = (0..reps)
+                .map(|_| timer.time_pass(ctx, "split steps", |pass| run.record(0..steps, pass)))
+                .collect::<Result<_, _>>()?;
+            let step = per_dispatch(median(&mut t), steps);
+            let parts: Vec<String> = run.alone(ctx, &timer, steps, reps)?.iter().map(|(n, us)| format!("{n} {us:.2}")).collect();
+            run.check_loss(ctx)?;
+            println!("{:>24} | {step:>9.2} | {}", "(split)", parts.join(", "));
+        }
         if what == "default" {
             default_kernels = Some(kernels);
         }
