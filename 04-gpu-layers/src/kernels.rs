@@ -166,10 +166,11 @@ impl KernelId {
                 c
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_slices } else { tiles.update_slices };
                 let mut c = vec![
                     ("T", tiles.update_t),
                     ("UPD_R", tiles.update_r),
-                    ("UPD_RS", tiles.update_slices),
+                    ("UPD_RS", slices),
                     ("UPD_PRE", tiles.update_preload as u32),
                 ];
                 if self == KernelId::LinearUpdateSplit {

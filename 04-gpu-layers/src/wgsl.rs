@@ -87,6 +87,10 @@ pub struct FusedTiles {
     /// and `forward_output` only adds them up (where the device allows it:
     /// [`FusedTiles::splits`]; `GpuTrainer::record_gathered_steps`).
     pub split: bool,
+    /// The split step's `linear_update`: slices of the batch per workgroup (its `UPD_RS`; the
+    /// unsplit kernel's is `update_slices`). More invocations share its last phase, the next
+    /// batch's partial sums.
+    pub split_slices: u32,
     /// `forward_output`: columns per block (WGSL `TN`, `workgroup_size.x`); each invocation
     /// takes `merged_cb` blocks, so a hidden layer of up to `merged_tn x merged_cb` is merged.
     pub merged_tn: u32,
@@ -139,6 +143,7 @@ impl FusedTiles {
         update_preload: true,
         merge: true,
         split: true,
+        split_slices: 8,
         merged_tn: 32,
         merged_cb: 4,
         merged_ks: 32,
@@ -194,11 +199,14 @@ impl FusedTiles {
             add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
         }
         add("update T 16".into(), FusedTiles { update_t: 16, ..d });
-        add("update T 64 slices 2".into(), FusedTiles { update_t: 64, update_slices: 2, ..d });
-        for v in [32, 128] {
-            add(format!("update R {v}"), FusedTiles { update_r: v, ..d });
-        }
+        // (The split kernel's slices too where 8 would not divide the round's quads.)
+        add("update T 64 slices 2".into(), FusedTiles { update_t: 64, update_slices: 2, split_slices: 2, ..d });
+        add("update R 32".into(), FusedTiles { update_r: 32, split_slices: 4, ..d });
+        add("update R 128".into(), FusedTiles { update_r: 128, ..d });
         add("update params late".into(), FusedTiles { update_preload: false, ..d });
+        for v in [2, 4] {
+            add(format!("split slices {v}"), FusedTiles { split_slices: v, ..d });
+        }
         add("not merged".into(), FusedTiles { merge: false, ..d });
         add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
         add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
@@ -272,6 +280,9 @@ impl FusedTiles {
         while t.update_invocations() > max_invocations && t.update_slices > 1 {
             t.update_slices /= 2;
         }
+        while (t.update_t / 4) * (t.update_t / 4) * t.split_slices > max_invocations && t.split_slices > 1 {
+            t.split_slices /= 2;
+        }
         while t.merged_tn * t.merged_ks > max_invocations && t.merged_ks > 1 {
             t.merged_ks /= 2;
         }
@@ -329,14 +340,11 @@ impl FusedTiles {
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
-        let (t, r, s) = (self.update_t, self.update_r, self.update_slices);
+        let (t, r, s) = (self.update_t, self.update_r, self.split_slices);
         let tq = t / 4;
-        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4);
-        let update = Needs {
-            invocations: self.update_invocations(),
-            workgroup_bytes: 16 * update_vec4 + 4 * (SPLIT_NEXT_R * t + t * t),
-            storage_buffers: 15,
-        };
+        // The next batch's chunk and the moved tile reuse the update's own workgroup memory.
+        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4).max(SPLIT_NEXT_R * tq + t * t / 4);
+        let update = Needs { invocations: tq * tq * s, workgroup_bytes: 16 * update_vec4, storage_buffers: 15 };
         [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
     }
 
@@ -349,14 +357,16 @@ impl FusedTiles {
         if t.forward_tn == 0 || t.forward_ks == 0 || t.forward_tr == 0 || t.forward_u == 0 || t.forward_tr > 16 || t.forward_u > 32 {
             return fail("linear_forward needs TN, KS >= 1, 1 <= TR <= 16, 1 <= U <= 32".into());
         }
-        let (ut, ur, us) = (t.update_t, t.update_r, t.update_slices);
-        let update_threads = (ut / 4) * (ut / 4) * us;
-        if !pow2(us) || us > 8 || ![16, 32, 64].contains(&ut) || ![32, 64, 128].contains(&ur) || !(ur * ut / 4).is_multiple_of(update_threads) {
-            return fail(format!(
-                "linear_update needs 1, 2, 4 or 8 slices, T of 16, 32 or 64, 32, 64 or 128 rows per round, and its {update_threads} \
-                 invocations to divide the round's {} quads",
-                ur * ut / 4
-            ));
+        let (ut, ur) = (t.update_t, t.update_r);
+        for us in [t.update_slices, t.split_slices] {
+            let update_threads = (ut / 4) * (ut / 4) * us;
+            if !pow2(us) || us > 8 || ![16, 32, 64].contains(&ut) || ![32, 64, 128].contains(&ur) || !(ur * ut / 4).is_multiple_of(update_threads) {
+                return fail(format!(
+                    "linear_update needs 1, 2, 4 or 8 slices (split or not), T of 16, 32 or 64, 32, 64 or 128 rows per round, and its \
+                     {update_threads} invocations to divide the round's {} quads",
+                    ur * ut / 4
+                ));
+            }
         }
         if t.output_rows == 0 || t.output_rows > t.output_wg {
             return fail("output_layer needs 1 <= rows <= invocations".into());

@@ -609,13 +609,15 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
 fn split_steps_train_like_the_cpu() {
     split_steps_match_cpu(kernels(), &[Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)]);
     // Other tiles of both split kernels (rows per forward workgroup, its slices, the update's
-    // tile side and batch slices): the kernels' index arithmetic is written for any of them.
+    // tile side, batch slices and rows per round): the kernels' index arithmetic is written for
+    // any of them.
     let d = FusedTiles::DEFAULT;
     for tiles in [
         FusedTiles { merged_ks: 16, merged_tr: 2, ..d },
         FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d },
         FusedTiles { update_t: 16, ..d },
-        FusedTiles { update_slices: 2, ..d },
+        FusedTiles { split_slices: 4, ..d },
+        FusedTiles { split_slices: 2, update_r: 32, ..d },
     ] {
         split_steps_match_cpu(&Kernels::with_tiles(tiles), &[Optimizer::sgd(0.1, 0.9)]);
     }
