@@ -66,8 +66,7 @@ const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at 
 
 // x rows (k0..k0+T) in the first half, dy rows (j0..j0+T) in the second, as vec4 quads; after
 // the last round the slices' partial sums: [UPD_RS][TQ * TQ][4] vec4.
-// In the split step the last phase reuses it too (NEXT_SH vec4, linear_update_next.wgsl).
-var<workgroup> sh: array<vec4<f32>, max(max(2u * UPD_R * TQ, UPD_RS * TQ * TQ * 4u), NEXT_SH)>;
+var<workgroup> sh: array<vec4<f32>, max(2u * UPD_R * TQ, UPD_RS * TQ * TQ * 4u)>;
 
 // WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
 // is the same for the whole workgroup, so these branches never diverge.

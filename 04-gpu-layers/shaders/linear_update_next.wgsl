@@ -28,14 +28,8 @@ const NEXT_WORDS: u32 = (NEXT_R * TQ + THREADS - 1u) / THREADS; // pixel words p
 const NEXT_Q: u32 = NEXT_R * T / THREADS;                       // outputs per invocation
 const NEXT_ROW_STEP: u32 = THREADS / T;                         // between an invocation's rows
 
-// This phase's workgroup memory is linear_update.wgsl's `sh`, free once the slices' sums are
-// read: a chunk of the next batch's k-slice as vec4 [NEXT_R][T / 4] (NEXT_X), then the tile
-// after the step [T][T], bias row zeroed, 4 floats to a vec4 (NEXT_W). (In arrays of their
-// own, they took 12 KiB more, and with 8 batch slices the kernel no longer fitted lavapipe's
-// 32 KiB.)
-const NEXT_X: u32 = 0u;
-const NEXT_W: u32 = NEXT_R * TQ;
-const NEXT_SH: u32 = NEXT_R * TQ + T * T / 4u;
+var<workgroup> next_x: array<vec4<f32>, NEXT_R * TQ>; // [NEXT_R][T / 4]: a chunk of the next batch's k-slice
+var<workgroup> next_w: array<f32, T * T>; // [T][T]: the tile after the step, bias row zeroed
 var<private> next_words: array<u32, NEXT_WORDS>;
 
 // Loads word i of the chunk at row r0 (row r = i / TQ, pixels 4 (i % TQ) .. of the slice)
@@ -73,7 +67,7 @@ fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
                     x_next[row * shape.inputs + k + e] = pixel;
                 }
             }
-            sh[NEXT_X + i] = v;
+            next_x[i] = v;
         }
     }
 }
@@ -82,10 +76,9 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
     if is_b {
         return; // the whole workgroup: layer b's forward is forward_output's own
     }
-    workgroupBarrier(); // every invocation has read its slices' sums from `sh`
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = li + m * THREADS;
-        sh[NEXT_W + e / 4u][e % 4u] = select(0.0, moved[m], k0 + e / T < shape.inputs);
+        next_w[e] = select(0.0, moved[m], k0 + e / T < shape.inputs);
     }
     let kt = k0 / T;
     let j = li % T;
@@ -102,13 +95,9 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
         var acc: array<f32, NEXT_Q>;
         for (var kq = 0u; kq < TQ; kq++) {
             let k = 4u * kq;
-            var w: vec4<f32>;
-            for (var e = 0u; e < 4u; e++) {
-                let i = (k + e) * T + j;
-                w[e] = sh[NEXT_W + i / 4u][i % 4u];
-            }
+            let w = vec4<f32>(next_w[k * T + j], next_w[(k + 1u) * T + j], next_w[(k + 2u) * T + j], next_w[(k + 3u) * T + j]);
             for (var q = 0u; q < NEXT_Q; q++) {
-                acc[q] += dot(sh[NEXT_X + (first_row + q * NEXT_ROW_STEP) * TQ + kq], w);
+                acc[q] += dot(next_x[(first_row + q * NEXT_ROW_STEP) * TQ + kq], w);
             }
         }
         if j0 + j < shape.outputs {

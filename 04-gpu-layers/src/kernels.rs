@@ -366,7 +366,10 @@ impl Kernels {
             return Ok(p.clone());
         }
         let fit = wgsl::DeviceFit::for_limits(&ctx.limits);
-        let tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
+        let mut tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
+        if id.is_split() {
+            tiles = self.tiles.split_fitted(&ctx.limits).ok_or_else(|| GpuError::Validation(format!("{}: the device is too small", id.name())))?;
+        }
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
         let layout = match id {
             KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {

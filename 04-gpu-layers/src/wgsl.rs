@@ -322,29 +322,43 @@ impl FusedTiles {
 
     /// Whether a gathered step whose first hidden layer runs merged (`forward_output`) runs
     /// split on a device with `limits` ([`FusedTiles::split`]): the tiles say so, and the device
-    /// allows what the two split kernels need ([`FusedTiles::split_needs`]).
+    /// allows what the two split kernels need ([`FusedTiles::split_fitted`]).
     pub fn splits(&self, limits: &wgpu::Limits) -> bool {
-        let t = self.fitted(limits.max_compute_invocations_per_workgroup);
-        self.split
-            && t.split_needs().iter().all(|n| {
-                n.invocations <= limits.max_compute_invocations_per_workgroup
-                    && n.workgroup_bytes <= limits.max_compute_workgroup_storage_size
-                    && n.storage_buffers <= limits.max_storage_buffers_per_shader_stage
-            })
+        self.split && self.split_fitted(limits).is_some()
+    }
+
+    /// The tiles the split kernels are built with on a device with `limits`: [`FusedTiles::fitted`],
+    /// with `split_slices` halved until the split update fits the device's workgroup memory (8
+    /// slices take 44 KiB, which the H200's 48 KiB allow and lavapipe's 32 KiB do not: there it
+    /// takes 4); `None` where even one slice, or the other needs, do not fit.
+    pub fn split_fitted(&self, limits: &wgpu::Limits) -> Option<FusedTiles> {
+        let mut t = self.fitted(limits.max_compute_invocations_per_workgroup);
+        let fits = |n: &Needs| {
+            n.invocations <= limits.max_compute_invocations_per_workgroup
+                && n.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+                && n.storage_buffers <= limits.max_storage_buffers_per_shader_stage
+        };
+        while !fits(&t.split_needs()[1]) && t.split_slices > 1 {
+            t.split_slices /= 2;
+        }
+        t.split_needs().iter().all(fits).then_some(t)
     }
 
     /// What the split step's two kernels need of a device (a test checks it against naga):
     /// `forward_output` gathering plus the partial sums (one storage buffer more); and
-    /// `linear_update` of two layers plus the images, the order, the partial sums and the next
-    /// batch's rows (15 storage buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
+    /// `linear_update` of two layers (with `split_slices` batch slices) plus the images, the
+    /// order, the partial sums and the next batch's rows (15 storage buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
         let (t, r, s) = (self.update_t, self.update_r, self.split_slices);
         let tq = t / 4;
-        // The next batch's chunk and the moved tile reuse the update's own workgroup memory.
-        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4).max(SPLIT_NEXT_R * tq + t * t / 4);
-        let update = Needs { invocations: tq * tq * s, workgroup_bytes: 16 * update_vec4, storage_buffers: 15 };
+        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4);
+        let update = Needs {
+            invocations: tq * tq * s,
+            workgroup_bytes: 16 * update_vec4 + 4 * (SPLIT_NEXT_R * t + t * t),
+            storage_buffers: 15,
+        };
         [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
     }
 
@@ -872,6 +886,10 @@ mod tests {
         };
         let d = FusedTiles::DEFAULT;
         assert!(d.splits(&lavapipe));
+        // 8 batch slices (44 KiB) on the H200's 48 KiB, 4 (28 KiB) on lavapipe's 32 KiB.
+        let h200 = wgpu::Limits { max_compute_workgroup_storage_size: 49152, ..lavapipe.clone() };
+        assert_eq!(d.split_fitted(&h200).map(|t| t.split_slices), Some(8));
+        assert_eq!(d.split_fitted(&lavapipe).map(|t| t.split_slices), Some(4));
         assert!(!d.splits(&defaults));
         assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
         assert!(!FusedTiles { split: false, ..d }.splits(&lavapipe));
