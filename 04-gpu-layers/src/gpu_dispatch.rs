@@ -125,19 +125,33 @@ pub(crate) fn prepare_gathered(
         &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), _pad: 0 },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
-    let bound = [
-        (0, source.images),
-        (1, buf(params)),
-        (2, buf(y.tensor)),
-        (3, &tape.batch_uniform),
-        (4, &uniform),
-        (5, source.labels),
-        (6, source.order),
-        (8, buf(x.tensor)),
-        (9, buf(labels)),
-    ];
+    let bound = gather_bindings(tape, source, buf(params), buf(y.tensor), &uniform, buf(x.tensor), buf(labels));
     let bind_group = bind_with_slot(tape, ctx, name, &pipeline, &bound, 7, source)?;
     Ok(Step::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride, opt_uniform: None })
+}
+
+/// The buffers of a gathering forward (`forward_input_gather.wgsl` and `linear_forward.wgsl`'s
+/// or `forward_output.wgsl`'s first five), by binding number; the slot (7) is bound apart.
+fn gather_bindings<'a>(
+    tape: &'a GpuTape,
+    source: &ByteImages<'a>,
+    params: &'a wgpu::Buffer,
+    y: &'a wgpu::Buffer,
+    uniform: &'a wgpu::Buffer,
+    x: &'a wgpu::Buffer,
+    labels: &'a wgpu::Buffer,
+) -> Vec<(u32, &'a wgpu::Buffer)> {
+    vec![
+        (0, source.images),
+        (1, params),
+        (2, y),
+        (3, &tape.batch_uniform),
+        (4, uniform),
+        (5, source.labels),
+        (6, source.order),
+        (8, x),
+        (9, labels),
+    ]
 }
 
 /// A bind group for `pipeline` with `bound` at their binding numbers and the first batch slot of
@@ -244,17 +258,7 @@ pub(crate) fn prepare_forward_output(
             Ok(Step::Kernel { pipeline, bind_group, groups, opt_uniform: None })
         }
         MergedInput::Gathered { labels: kept, source, partials } => {
-            let mut bound = vec![
-                (0, source.images),
-                (1, buf(*params)),
-                (2, buf(y.tensor)),
-                (3, &tape.batch_uniform),
-                (4, &uniform),
-                (5, source.labels),
-                (6, source.order),
-                (8, buf(x.tensor)),
-                (9, buf(kept)),
-            ];
+            let mut bound = gather_bindings(tape, source, buf(*params), buf(y.tensor), &uniform, buf(x.tensor), buf(kept));
             bound.extend(out_bufs);
             bound.extend(partials.map(|p| (15, p)));
             let bind_group = bind_with_slot(tape, ctx, name, &pipeline, &bound, 7, source)?;

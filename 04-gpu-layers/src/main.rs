@@ -400,18 +400,8 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         if gpu.allocations() != before {
             return Err("the timed steps allocated GPU memory".into());
         }
-        let gpu_ms = median(&mut gpu_s) * 1e3;
-        println!(
-            "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
-            label,
-            gpu.dispatches_per_step(),
-            gpu_ms,
-            gpu_ms * 1e3 / steps as f64,
-            median(&mut record_s) * 1e3,
-            median(&mut wall_s) * 1e3,
-            median(&mut chunked_s) * 1e3
-        );
-        println!("{:>9} | us per dispatch, each alone: {}", "", parts.join(", "));
+        let times = [&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3);
+        print_bench_row(label, gpu.dispatches_per_step(), times, steps, &parts);
         if !m.mean_loss().is_finite() {
             return Err("the benchmark loss is not finite".into());
         }
@@ -604,19 +594,20 @@ fn bench_split(
     if run.gpu.allocations() != before {
         return Err("the timed steps allocated GPU memory".into());
     }
-    let gpu_ms = median(&mut gpu_s) * 1e3;
+    let times = [&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3);
+    print_bench_row("split", run.gpu.step_kernels(Some(run.gathered)).len(), times, steps, &parts);
+    Ok(())
+}
+
+/// One tape's row of `--bench`: `ms` = GPU time of the pass, recording, wall clock, wall clock
+/// in chunks (medians, ms), then each dispatch alone.
+fn print_bench_row(label: &str, dispatches: usize, ms: [f64; 4], steps: usize, parts: &[String]) {
+    let [gpu_ms, record_ms, wall_ms, chunked_ms] = ms;
     println!(
-        "{:>9} | {:>10} | {:>12.3} {:>9.2} | {:>10.3} {:>10.3} {:>12.3}",
-        "split",
-        run.gpu.step_kernels(Some(run.gathered)).len(),
-        gpu_ms,
-        gpu_ms * 1e3 / steps as f64,
-        median(&mut record_s) * 1e3,
-        median(&mut wall_s) * 1e3,
-        median(&mut chunked_s) * 1e3
+        "{label:>9} | {dispatches:>10} | {gpu_ms:>12.3} {:>9.2} | {record_ms:>10.3} {wall_ms:>10.3} {chunked_ms:>12.3}",
+        gpu_ms * 1e3 / steps as f64
     );
     println!("{:>9} | us per dispatch, each alone: {}", "", parts.join(", "));
-    Ok(())
 }
 
 /// All parameter values in one vector, for a single comparison.

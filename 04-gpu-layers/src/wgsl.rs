@@ -781,6 +781,17 @@ mod tests {
         }
     }
 
+    /// lavapipe's limits (the CI machine's adapter): 1,024 invocations, 32 KiB of workgroup
+    /// memory, storage buffers without a practical limit.
+    fn lavapipe_limits() -> wgpu::Limits {
+        wgpu::Limits {
+            max_compute_invocations_per_workgroup: 1024,
+            max_compute_workgroup_storage_size: 32768,
+            max_storage_buffers_per_shader_stage: 1 << 20,
+            ..wgpu::Limits::defaults()
+        }
+    }
+
     /// What a compiled kernel needs: invocations per workgroup, bytes of workgroup memory, and
     /// storage buffers bound.
     fn needs(module: &naga::Module) -> Needs {
@@ -823,12 +834,7 @@ mod tests {
         }
         assert_eq!(DeviceFit::for_limits(&defaults), DeviceFit::WEBGPU_DEFAULTS);
         // lavapipe's limits; SwiftShader's in Chromium (256 invocations, 32 KiB, 10 buffers).
-        let lavapipe = wgpu::Limits {
-            max_compute_invocations_per_workgroup: 1024,
-            max_compute_workgroup_storage_size: 32768,
-            max_storage_buffers_per_shader_stage: 1 << 20,
-            ..defaults.clone()
-        };
+        let lavapipe = lavapipe_limits();
         assert_eq!(DeviceFit::for_limits(&lavapipe), DeviceFit::LARGE);
         let swiftshader =
             wgpu::Limits { max_compute_workgroup_storage_size: 32768, max_storage_buffers_per_shader_stage: 10, ..defaults };
@@ -852,12 +858,7 @@ mod tests {
         // of 32: gathering needs 11 buffers. A hidden layer wider than the workgroup's columns,
         // or more than 32 classes, is never merged.
         let defaults = wgpu::Limits::defaults();
-        let lavapipe = wgpu::Limits {
-            max_compute_invocations_per_workgroup: 1024,
-            max_compute_workgroup_storage_size: 32768,
-            max_storage_buffers_per_shader_stage: 1 << 20,
-            ..defaults.clone()
-        };
+        let lavapipe = lavapipe_limits();
         let d = FusedTiles::DEFAULT;
         assert!(d.merges(128, 10, true, &lavapipe) && d.merges(128, 10, false, &lavapipe));
         assert!(!d.merges(129, 10, false, &lavapipe) && !d.merges(128, 33, false, &lavapipe));
@@ -878,12 +879,7 @@ mod tests {
         // lavapipe (the CI machine's adapter) runs the default split step; WebGPU's defaults (8
         // storage buffers) and SwiftShader's 10 do not, nor tiles that turn it off.
         let defaults = wgpu::Limits::defaults();
-        let lavapipe = wgpu::Limits {
-            max_compute_invocations_per_workgroup: 1024,
-            max_compute_workgroup_storage_size: 32768,
-            max_storage_buffers_per_shader_stage: 1 << 20,
-            ..defaults.clone()
-        };
+        let lavapipe = lavapipe_limits();
         let d = FusedTiles::DEFAULT;
         assert!(d.splits(&lavapipe));
         // 8 batch slices (44 KiB) on the H200's 48 KiB, 4 (28 KiB) on lavapipe's 32 KiB.
