@@ -16,7 +16,7 @@ use crate::buffers::{Allocations, BufferManager};
 use crate::gpu_dispatch::{
     MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output, prepare_gathered, prepare_split_update,
 };
-use crate::kernels::Kernels;
+use crate::kernels::{KernelId, Kernels};
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, FusedTiles, Opt};
 
@@ -171,7 +171,7 @@ impl GpuTape {
         if !tiles.splits(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
             return Ok(None);
         }
-        let k_tiles = (x.cols + 1).div_ceil(tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup).update_t as usize);
+        let k_tiles = (x.cols + 1).div_ceil(tiles.update_t as usize);
         let partials = self.manager.storage(ctx, "split step partial sums", 4 * (k_tiles * self.max_batch * y.cols) as u64)?;
         // The batch's rows: the input tensor on even steps, this buffer on odd ones.
         let x_odd = self.manager.storage(ctx, "split step rows (odd steps)", 4 * (self.max_batch * x.cols) as u64)?;
@@ -179,7 +179,6 @@ impl GpuTape {
         let forward = prepare_forward_output(self, ctx, kernels, &ops[0], &ops[1], input)?;
         let [[even, prologue_into_odd], [odd, prologue_into_even]] =
             prepare_split_update(self, ctx, kernels, &update, source, &partials, [&self.buffers[x.tensor.0], &x_odd])?;
-        use crate::kernels::KernelId;
         let steps = vec![(KernelId::ForwardOutputSplit.name(), forward), (KernelId::LinearUpdateSplit.name(), even)];
         let id = self.push_tape(ctx, steps)?;
         self.splits[id.0] = Some(SplitSteps { update_odd: odd, prologues: [prologue_into_even, prologue_into_odd] });

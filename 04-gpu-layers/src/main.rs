@@ -360,47 +360,14 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         // Warm up (first submission of this size), then time.
         gpu.train_steps(ctx, steps)?;
         ctx.wait()?;
-        let (mut gpu_s, mut record_s, mut wall_s, mut chunked_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..reps {
-            gpu_s.push(timer.time_pass(ctx, "epoch", |pass| (0..steps).for_each(|_| gpu.record_step(pass)))?);
-            // Wall clock of the whole thing a training loop pays: record, submit, wait.
-            let start = Instant::now();
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                (0..steps).for_each(|_| gpu.record_step(&mut pass));
-            }
-            let commands = encoder.finish();
-            record_s.push(start.elapsed().as_secs_f64());
-            ctx.queue.submit([commands]);
-            ctx.wait()?;
-            wall_s.push(start.elapsed().as_secs_f64());
-            // The same steps in submissions of `chunk` steps: the GPU starts on the first chunk
-            // while the CPU records the next.
-            let start = Instant::now();
-            let mut left = steps;
-            while left > 0 {
-                let n = left.min(args.chunk as usize);
-                gpu.train_steps(ctx, n)?;
-                left -= n;
-            }
-            ctx.wait()?;
-            chunked_s.push(start.elapsed().as_secs_f64());
-        }
+        let times = time_steps(ctx, &timer, steps, args, |slots, pass| slots.for_each(|_| gpu.record_step(pass)))?;
         // Where the time goes: each dispatch of the step alone, `steps` times in one pass.
         let (tape, train) = gpu.tape();
-        let mut parts = Vec::new();
-        for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
-            let mut t: Vec<f64> = (0..reps.min(3))
-                .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
-                .collect::<Result<_, _>>()?;
-            parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
-        }
+        let parts = dispatches_alone(ctx, &timer, tape, train, steps, reps.min(3))?;
         let m = gpu.take_metrics(ctx)?;
         if gpu.allocations() != before {
             return Err("the timed steps allocated GPU memory".into());
         }
-        let times = [&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3);
         print_bench_row(label, gpu.dispatches_per_step(), times, steps, &parts);
         if !m.mean_loss().is_finite() {
             return Err("the benchmark loss is not finite".into());
@@ -527,19 +494,10 @@ impl SplitRun {
         self.gpu.record_gathered_steps(self.gathered, slots, pass);
     }
 
-    /// Each dispatch of the step alone, `steps` copies in one pass: `(kernel, us)`, median of
-    /// `reps`.
+    /// Each dispatch of the step alone ([`dispatches_alone`]).
     pub(crate) fn alone(&self, ctx: &GpuContext, timer: &GpuTimer, steps: usize, reps: usize) -> Result<Vec<(&'static str, f64)>, AnyError> {
         let (tape, _) = self.gpu.tape();
-        let train = self.gpu.gathered_train_tape(self.gathered);
-        let mut parts = Vec::new();
-        for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
-            let mut t: Vec<f64> = (0..reps)
-                .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
-                .collect::<Result<_, _>>()?;
-            parts.push((name, median(&mut t) * 1e6 / steps as f64));
-        }
-        Ok(parts)
+        dispatches_alone(ctx, timer, tape, self.gpu.gathered_train_tape(self.gathered), steps, reps)
     }
 
     /// Errors if the loss the steps summed is not finite; resets the metrics.
@@ -567,14 +525,35 @@ fn bench_split(
         return Ok(());
     };
     let before = run.gpu.allocations();
+    let times = time_steps(ctx, timer, steps, args, |slots, pass| run.record(slots, pass))?;
+    let parts = run.alone(ctx, timer, steps, reps.min(3))?;
+    run.check_loss(ctx)?;
+    if run.gpu.allocations() != before {
+        return Err("the timed steps allocated GPU memory".into());
+    }
+    print_bench_row("split", run.gpu.step_kernels(Some(run.gathered)).len(), times, steps, &parts);
+    Ok(())
+}
+
+/// `--bench`'s timings of steps `0..steps`, recorded by `record(slots, pass)`, each the median
+/// of `--reps` in ms: the GPU time of one pass (timestamps), the CPU time to record it, the
+/// wall clock of record + submit + wait (what a training loop pays), and the wall clock of the
+/// same steps in submissions of `--chunk` (the GPU runs one while the CPU records the next).
+fn time_steps(
+    ctx: &GpuContext,
+    timer: &GpuTimer,
+    steps: usize,
+    args: &Args,
+    record: impl Fn(std::ops::Range<usize>, &mut wgpu::ComputePass<'_>),
+) -> Result<[f64; 4], AnyError> {
     let (mut gpu_s, mut record_s, mut wall_s, mut chunked_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..reps {
-        gpu_s.push(timer.time_pass(ctx, "split steps", |pass| run.record(0..steps, pass))?);
+    for _ in 0..args.reps {
+        gpu_s.push(timer.time_pass(ctx, "steps", |pass| record(0..steps, pass))?);
         let start = Instant::now();
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            run.record(0..steps, &mut pass);
+            record(0..steps, &mut pass);
         }
         let commands = encoder.finish();
         record_s.push(start.elapsed().as_secs_f64());
@@ -584,24 +563,38 @@ fn bench_split(
         let start = Instant::now();
         for first in (0..steps).step_by(args.chunk as usize) {
             let slots = first..(first + args.chunk as usize).min(steps);
-            ctx.submit_pass("split steps", |pass| run.record(slots, pass));
+            ctx.scoped(|| ctx.submit_pass("steps", |pass| record(slots, pass)))?;
         }
         ctx.wait()?;
         chunked_s.push(start.elapsed().as_secs_f64());
     }
-    let parts: Vec<String> = run.alone(ctx, timer, steps, reps.min(3))?.iter().map(|(n, us)| format!("{n} {us:.2}")).collect();
-    run.check_loss(ctx)?;
-    if run.gpu.allocations() != before {
-        return Err("the timed steps allocated GPU memory".into());
+    Ok([&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3))
+}
+
+/// Each dispatch of `tape`'s `id` alone, `steps` copies of it in one pass: `(kernel, us per
+/// dispatch)`, median of `reps`.
+pub(crate) fn dispatches_alone(
+    ctx: &GpuContext,
+    timer: &GpuTimer,
+    tape: &gpu_layers::GpuTape,
+    id: gpu_layers::TapeId,
+    steps: usize,
+    reps: usize,
+) -> Result<Vec<(&'static str, f64)>, AnyError> {
+    let mut parts = Vec::new();
+    for (i, name) in tape.dispatch_names(id).into_iter().enumerate() {
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(id, i, pass))))
+            .collect::<Result<_, _>>()?;
+        parts.push((name, median(&mut t) * 1e6 / steps as f64));
     }
-    let times = [&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3);
-    print_bench_row("split", run.gpu.step_kernels(Some(run.gathered)).len(), times, steps, &parts);
-    Ok(())
+    Ok(parts)
 }
 
 /// One tape's row of `--bench`: `ms` = GPU time of the pass, recording, wall clock, wall clock
-/// in chunks (medians, ms), then each dispatch alone.
-fn print_bench_row(label: &str, dispatches: usize, ms: [f64; 4], steps: usize, parts: &[String]) {
+/// in chunks (medians, ms), then each dispatch alone (us).
+fn print_bench_row(label: &str, dispatches: usize, ms: [f64; 4], steps: usize, parts: &[(&str, f64)]) {
+    let parts: Vec<String> = parts.iter().map(|(n, us)| format!("{n} {us:.2}")).collect();
     let [gpu_ms, record_ms, wall_ms, chunked_ms] = ms;
     println!(
         "{label:>9} | {dispatches:>10} | {gpu_ms:>12.3} {:>9.2} | {record_ms:>10.3} {wall_ms:>10.3} {chunked_ms:>12.3}",

@@ -32,7 +32,7 @@ use gpu_layers::{
 };
 use gpu_matmul::Kernel;
 
-use crate::{AnyError, Args, ConcatData, SplitRun};
+use crate::{AnyError, Args, ConcatData, SplitRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
@@ -85,20 +85,14 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         gpu.train_steps(ctx, steps)?; // warm-up
         ctx.wait()?;
         let (tape, train) = gpu.tape();
-        let mut alone = Vec::new();
-        for i in 0..gpu.dispatches_per_step() {
-            let mut t: Vec<f64> = (0..reps)
-                .map(|_| timer.time_pass(ctx, "one dispatch", |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
-                .collect::<Result<_, _>>()?;
-            alone.push(per_dispatch(median(&mut t), steps));
-        }
+        let alone = dispatches_alone(ctx, &timer, tape, train, steps, reps)?;
         let mut t: Vec<f64> = (0..reps)
             .map(|_| timer.time_pass(ctx, "steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
             .collect::<Result<_, _>>()?;
         let step = per_dispatch(median(&mut t), steps);
         gpu.take_metrics(ctx)?;
         let t = tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
-        let parts: Vec<String> = tape.dispatch_names(train).iter().zip(&alone).map(|(n, us)| format!("{n} {us:.2}")).collect();
+        let parts: Vec<String> = alone.iter().map(|(n, us)| format!("{n} {us:.2}")).collect();
         let merged = if t.merge { format!("{} {} {} {}", t.merged_tn, t.merged_cb, t.merged_ks, t.merged_tr) } else { "off".into() };
         println!(
             "{what:>24} | {step:>9.2} | {} | {} {} {} {}, {} {}, {} {} {}{}; {merged}",

@@ -317,7 +317,7 @@ fn run_train(args: &TrainArgs) -> Result<()> {
     let outcome = train(&selected.device, &data, &cfg, &stop, &mut |event| match event {
         Event::EpochStart { epoch, batches, lr, step_kernels, .. } => {
             if epoch == 1 && !step_kernels.is_empty() {
-                // The split step (stage 04) also records one prologue dispatch per submission.
+                // Stage 04's split step (its update also records a prologue per submission).
                 let split = step_kernels.iter().any(|k| k.ends_with(" (split)"));
                 let note = if split { "; each update also computes the next batch's x W1" } else { "" };
                 println!("GPU step: {} dispatches ({}){note}", step_kernels.len(), step_kernels.join(", "));
