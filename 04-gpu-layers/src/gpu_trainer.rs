@@ -72,8 +72,21 @@ pub struct ByteImages<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gathered {
     train: TapeId,
-    eval: TapeId,
+    eval: GatheredEval,
 }
+
+impl Gathered {
+    /// The evaluation tape alone, for [`GpuTrainer::record_gathered_eval`].
+    pub fn eval(self) -> GatheredEval {
+        self.eval
+    }
+}
+
+/// An evaluation tape of a [`GpuTrainer`] that gathers its batches from one [`ByteImages`]
+/// source: [`Gathered::eval`], or [`GpuTrainer::add_gathered_eval`] for a trainer that only
+/// evaluates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatheredEval(TapeId);
 
 /// Trains a [`NetworkSpec`] on the GPU. See the crate docs for the calling pattern.
 pub struct GpuTrainer {
@@ -265,8 +278,20 @@ impl GpuTrainer {
             Some(split) => split,
             None => self.tape.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?,
         };
-        let eval = self.tape.add_gathered_tape(ctx, kernels, &self.net.eval, labels, source)?;
+        let eval = self.add_gathered_eval(ctx, kernels, source)?;
         Ok(Gathered { train, eval })
+    }
+
+    /// Prepares only the evaluation tape of [`GpuTrainer::add_gathered`]: for a trainer that
+    /// evaluates in bigger batches than the one that trains (stage 05's test set). Errors unless
+    /// [`GpuTrainer::can_gather`].
+    pub fn add_gathered_eval(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<GatheredEval, LayersError> {
+        if !self.can_gather() {
+            return Err(LayersError::Spec(
+                "only a network whose first layer runs the fused linear_forward can gather its batches".into(),
+            ));
+        }
+        Ok(GatheredEval(self.tape.add_gathered_tape(ctx, kernels, &self.net.eval, self.net.labels, source)?))
     }
 
     /// Records one training step on batch `slot` of a gathered source (set the batch size to
@@ -294,8 +319,8 @@ impl GpuTrainer {
     }
 
     /// Records forward + loss of batch `slot` of a gathered source; adds to the metrics.
-    pub fn record_gathered_eval(&self, gathered: Gathered, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record_at(gathered.eval, slot, pass);
+    pub fn record_gathered_eval(&self, eval: GatheredEval, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.tape.record_at(eval.0, slot, pass);
     }
 
     /// Records forward + loss only (no gradients, no update); adds to the same metrics.
@@ -355,6 +380,29 @@ impl GpuTrainer {
             flat.push(self.tape.read_f32_async(ctx, which(l), (l.inputs + 1) * l.outputs).await?);
         }
         Ok(split_parameters(&self.net.spec, &flat))
+    }
+
+    /// Copies this trainer's parameters into `other`'s on the GPU (one submission of buffer
+    /// copies; does not wait), leaving `other`'s optimizer state and metrics as they are. For an
+    /// evaluator: the same network in bigger batches (stage 05 evaluates the test set in
+    /// batches of 1,000 rows while training in batches of 64). Errors if the networks differ.
+    pub fn copy_parameters_to(&self, ctx: &GpuContext, other: &GpuTrainer) -> Result<(), LayersError> {
+        if self.net.spec != other.net.spec {
+            return Err(LayersError::Spec(format!(
+                "copy_parameters_to: the networks differ ({} and {})",
+                self.net.spec.describe(),
+                other.net.spec.describe()
+            )));
+        }
+        ctx.scoped(|| {
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copy parameters") });
+            for (from, to) in self.net.linears.iter().zip(&other.net.linears) {
+                let bytes = ((from.inputs + 1) * from.outputs * std::mem::size_of::<f32>()) as u64;
+                encoder.copy_buffer_to_buffer(self.tape.buffer(from.params), 0, other.tape.buffer(to.params), 0, bytes);
+            }
+            ctx.queue.submit([encoder.finish()]);
+        })?;
+        Ok(())
     }
 
     /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state

@@ -72,7 +72,7 @@ pub use cpu_tape::CpuTape;
 pub use cpu_trainer::CpuTrainer;
 pub use error::LayersError;
 pub use gpu_tape::{GpuTape, TapeId, plan};
-pub use gpu_trainer::{ByteImages, Gathered, GpuTrainer, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
+pub use gpu_trainer::{ByteImages, Gathered, GatheredEval, GpuTrainer, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
 pub use gpu_matmul::Precision;
 pub use kernels::{KernelId, Kernels};
 pub use wgsl::{FusedTiles, GatherSlot};

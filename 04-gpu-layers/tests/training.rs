@@ -586,17 +586,44 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
         // Evaluation through the same source, in order.
         g.set_batch(ctx, batch).unwrap();
-        ctx.submit_pass("gathered eval", |pass| g.record_gathered_eval(gathered, 0, pass));
+        ctx.submit_pass("gathered eval", |pass| g.record_gathered_eval(gathered.eval(), 0, pass));
         let (x, labels) = bytes.batch(0, batch, inputs);
         c.eval_batch(&x, &labels).unwrap();
         let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
         assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
+        // An evaluator: the same network in batches of 16 (the last 5), other initial
+        // parameters, given the trained ones on the GPU. It evaluates all 37 images as the CPU
+        // trainer does.
+        let mut e = GpuTrainer::with_options(ctx, kernels, &spec, opt, 16, 99, Fusion::Fused).unwrap();
+        let eval_bytes = Bytes::new(ctx, n, inputs, classes, 16);
+        let eval = e.add_gathered_eval(ctx, kernels, &eval_bytes.source()).unwrap();
+        g.copy_parameters_to(ctx, &e).unwrap();
+        for s in 0..n.div_ceil(16) {
+            e.set_batch(ctx, 16.min(n - 16 * s)).unwrap();
+            ctx.submit_pass("evaluator", |pass| e.record_gathered_eval(eval, s, pass));
+        }
+        // The CPU twin in its batches of 8 (the sums do not depend on the batching).
+        for s in 0..n.div_ceil(batch) {
+            let (x, labels) = eval_bytes.batch(s, batch, inputs);
+            c.eval_batch(&x, &labels).unwrap();
+        }
+        let (em, cm) = (e.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
+        assert_eq!((em.rows, em.correct), (cm.rows, cm.correct));
+        assert_eq!(em.rows, n as u64);
+        assert_close(&[em.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+        assert_eq!(e.parameters(ctx).unwrap(), g.parameters(ctx).unwrap());
     }
+    // Parameters go only to the same network.
+    let other = GpuTrainer::with_options(ctx, kernels, &NetworkSpec::new(inputs, &[12], classes).unwrap(), Optimizer::adam(1e-2), batch, 7, Fusion::Fused).unwrap();
+    let g = GpuTrainer::with_options(ctx, kernels, &NetworkSpec::new(inputs, &[11], classes).unwrap(), Optimizer::adam(1e-2), batch, 7, Fusion::Fused).unwrap();
+    let err = g.copy_parameters_to(ctx, &other).unwrap_err().to_string();
+    assert!(err.contains("networks differ"), "{err}");
     // A network whose first op is not a fused linear_forward cannot gather.
     let spec = NetworkSpec::new(inputs, &[], classes).unwrap();
     let mut flat = GpuTrainer::with_options(ctx, kernels, &spec, Optimizer::sgd(0.1, 0.0), batch, 7, Fusion::Fused).unwrap();
     assert!(!flat.can_gather());
     assert!(flat.add_gathered(ctx, kernels, &bytes.source()).is_err());
+    assert!(flat.add_gathered_eval(ctx, kernels, &bytes.source()).is_err());
 }
 
 /// The split step ([`GpuTrainer::record_gathered_steps`]): every step's update writes the next

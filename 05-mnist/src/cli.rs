@@ -71,6 +71,9 @@ pub struct TrainArgs {
     /// Images per training step.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub batch_size: usize,
+    /// Images per evaluation batch on the test set (the result does not depend on it).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
+    pub eval_batch: usize,
     /// Passes over the training set.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
@@ -218,6 +221,7 @@ impl TrainArgs {
             layers: self.layers.as_ref().map_or_else(|| TrainConfig::mlp(&self.hidden.0), |l| l.0.clone()),
             loss: self.loss.loss(),
             batch_size: self.batch_size,
+            eval_batch: self.eval_batch,
             epochs: self.epochs,
             optimizer,
             schedule: self.schedule,

@@ -32,6 +32,8 @@ fn config(epochs: usize) -> TrainConfig {
         layers: TrainConfig::mlp(&[64]),
         loss: Loss::CrossEntropy,
         batch_size: 50,
+        // 1,000 test images: three full evaluation batches and a short one.
+        eval_batch: 300,
         epochs,
         optimizer: Optimizer::sgd(0.05, 0.9),
         // Cosine: the learning rate changes every epoch, on both devices.
@@ -90,9 +92,10 @@ fn gpu_learns_a_subset_and_agrees_with_the_cpu() {
 
 #[test]
 fn short_last_batches_and_events_on_the_gpu() {
-    // 1,010 images in batches of 64: 15 full batches and one of 50; test 1,000 = 15 x 64 + 40.
+    // 1,010 images in batches of 64: 15 full batches and one of 50; test 1,000 = 15 x 64 + 40
+    // (evaluated in batches of the training's size here).
     let data = Mnist { train: subset().train.take(1_010), test: subset().test.clone(), kind: subset().kind };
-    let cfg = TrainConfig { batch_size: 64, steps_per_submit: 4, epoch_models: true, ..config(1) };
+    let cfg = TrainConfig { batch_size: 64, eval_batch: 64, steps_per_submit: 4, epoch_models: true, ..config(1) };
     let mut starts = 0;
     let mut ends = Vec::new();
     let mut models = Vec::new();
@@ -113,6 +116,7 @@ fn short_last_batches_and_events_on_the_gpu() {
     let cpu = run(&Device::Cpu, &data, &cfg);
     let (g, c) = (&out.history[0], &cpu.history[0]);
     assert!((g.train_loss - c.train_loss).abs() <= 1e-4 * c.train_loss, "{} vs {}", g.train_loss, c.train_loss);
+    assert!((g.test_loss - c.test_loss).abs() <= 1e-4 * c.test_loss, "{} vs {}", g.test_loss, c.test_loss);
     assert!((g.test_acc - c.test_acc).abs() <= 0.003, "{} vs {}", g.test_acc, c.test_acc);
 }
 
@@ -294,6 +298,7 @@ fn a_device_with_webgpu_default_limits_trains_like_the_cpu() {
     let (g, c) = (&run(&gpu, &data, &cfg).history[0], &run(&Device::Cpu, &data, &cfg).history[0]);
     eprintln!("GPU (WebGPU limits): {}\nCPU: {}", g.line(1), c.line(1));
     assert!((g.train_loss - c.train_loss).abs() <= 1e-4 * c.train_loss, "{} vs {}", g.train_loss, c.train_loss);
+    assert!((g.test_loss - c.test_loss).abs() <= 1e-4 * c.test_loss, "{} vs {}", g.test_loss, c.test_loss);
     assert!((g.test_acc - c.test_acc).abs() <= 0.003, "{} vs {}", g.test_acc, c.test_acc);
 }
 

@@ -105,6 +105,9 @@ pub struct TrainConfig {
     pub layers: Vec<Layer>,
     pub loss: Loss,
     pub batch_size: usize,
+    /// Rows per evaluation batch on the test set (the result does not depend on it): fewer,
+    /// bigger batches than training's keep the GPU busy and share well among CPU threads.
+    pub eval_batch: usize,
     pub epochs: usize,
     /// The optimizer and its starting learning rate.
     pub optimizer: Optimizer,
@@ -151,6 +154,7 @@ impl Default for TrainConfig {
             layers: Self::mlp(&[128]),
             loss: Loss::CrossEntropy,
             batch_size: 64,
+            eval_batch: 1000,
             epochs: 10,
             optimizer: OptimizerChoice::Adam.optimizer(OptimizerChoice::Adam.default_lr(), 0.0),
             schedule: Schedule::Cosine,
@@ -168,6 +172,9 @@ impl TrainConfig {
         let bad = |msg: String| Err(MnistError::InvalidArgument(msg));
         if self.batch_size == 0 {
             return bad("--batch-size must be at least 1".into());
+        }
+        if self.eval_batch == 0 {
+            return bad("--eval-batch must be at least 1".into());
         }
         if self.epochs == 0 {
             return bad("--epochs must be at least 1".into());
@@ -249,7 +256,7 @@ mod tests {
         let ok = TrainConfig::default();
         ok.validate().unwrap();
         let layers = |text: &str| gpu_layers::sequential::parse_layers(text).unwrap();
-        let cases: [(TrainConfig, &str); 10] = [
+        let cases: [(TrainConfig, &str); 11] = [
             (TrainConfig { layers: layers("100-10"), ..ok.clone() }, "784 pixels"),
             (
                 TrainConfig {
@@ -263,6 +270,7 @@ mod tests {
                 "layer 3 (Linear(64, 10)) takes 64 inputs, but layer 1 (Linear(784, 128)) gives 128",
             ),
             (TrainConfig { batch_size: 0, ..ok.clone() }, "--batch-size"),
+            (TrainConfig { eval_batch: 0, ..ok.clone() }, "--eval-batch"),
             (TrainConfig { epochs: 0, ..ok.clone() }, "--epochs"),
             (TrainConfig { layers: TrainConfig::mlp(&[128, 0]), ..ok.clone() }, "layer 3 (Linear(128, 0))"),
             (TrainConfig { layers: TrainConfig::mlp(&[99_999_999_999]), ..ok.clone() }, "parameters"),

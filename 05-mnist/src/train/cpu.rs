@@ -14,14 +14,11 @@ use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu, gather_batch_into, p
 use crate::error::Result;
 use crate::model_io::Model;
 
-/// Rows per evaluation batch (the result does not depend on it).
-const EVAL_ROWS: usize = 1000;
-
 /// The CPU trainer of a run: batches of up to `batch` rows, parameters seeded by `cfg.seed`.
-/// Its tensors hold the larger of `batch` and [`EVAL_ROWS`] rows: the test set is evaluated
-/// in big batches (fewer, bigger products, which the threads share well).
+/// Its tensors hold the larger of `batch` and `cfg.eval_batch` rows: the test set is
+/// evaluated in big batches (fewer, bigger products, which the threads share well).
 pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, batch: usize) -> Result<CpuTrainer> {
-    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(EVAL_ROWS), cfg.seed)?)
+    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(cfg.eval_batch), cfg.seed)?)
 }
 
 /// An `async fn` only so that a browser page can `breathe` (yield to its event loop) after
@@ -35,7 +32,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
-    check_memory(spec, batch.max(EVAL_ROWS), available_memory())?; // the rows `trainer` allocates
+    check_memory(spec, batch.max(cfg.eval_batch), available_memory())?; // the rows `trainer` allocates
     let mut net = trainer(spec, cfg, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
@@ -75,7 +72,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         }
         let seconds = start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
-        let test = evaluate_cpu(&mut net, &data.test, batch.max(EVAL_ROWS), epoch, cfg)?;
+        let test = evaluate_cpu(&mut net, &data.test, cfg.eval_batch, epoch, cfg)?;
         let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {

@@ -24,7 +24,7 @@ use wgpu::SubmissionIndex;
 use web_time::Instant;
 
 use common::{GpuContext, QueueMark};
-use gpu_layers::{Fusion, FusedTiles, Gathered, GpuTrainer, Kernels, Network, NetworkSpec};
+use gpu_layers::{Fusion, FusedTiles, Gathered, GatheredEval, GpuTrainer, Kernels, Network, NetworkSpec};
 
 use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use crate::data::{Mnist, PIXELS};
@@ -37,36 +37,44 @@ use crate::model_io::Model;
 /// first piece of 100 steps kept it idle for ~0.6 ms.
 const FIRST_PIECE: usize = 8;
 
-/// A trainer on the GPU with both splits resident and bound to its input buffers.
+/// A trainer on the GPU with the training split resident and bound to its input buffers, and
+/// an evaluator (the same network in batches of `cfg.eval_batch` rows) with the test split.
 pub(super) struct GpuRun<'a> {
     ctx: &'a GpuContext,
     pub(super) trainer: GpuTrainer,
+    /// Gets the trainer's parameters before every evaluation (`GpuTrainer::copy_parameters_to`):
+    /// the test set goes through in 10 big batches instead of 157 of the training's 64 rows.
+    evaluator: GpuTrainer,
     kernel: GatherKernel,
     pub(super) train: DeviceBatches,
     test: DeviceBatches,
-    /// The trainer's gathering tapes for the two splits, when its first op can gather.
-    gathered: Option<(Gathered, Gathered)>,
+    /// The trainer's gathering tapes for the training split and the evaluator's for the test
+    /// split, when the first op can gather.
+    gathered: Option<Gathered>,
+    eval_gathered: Option<GatheredEval>,
     batch: usize,
+    eval_batch: usize,
 }
 
 impl<'a> GpuRun<'a> {
-    /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with both splits of
-    /// `data` uploaded as bytes and bound to its input buffers.
+    /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with the training split
+    /// of `data` uploaded as bytes and bound to its input buffers, and an evaluator for the test
+    /// split (batches of `cfg.eval_batch` rows).
     pub(super) fn new(ctx: &'a GpuContext, spec: &NetworkSpec, data: &Mnist, cfg: &TrainConfig) -> Result<Self> {
         let batch = cfg.batch_size.min(data.train.len());
+        let eval_batch = cfg.eval_batch.min(data.test.len());
         let available = if ctx.is_software() { super::cpu::available_memory() } else { None };
         check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch)?, batch, available)?;
+        // The evaluator shares the trainer's compiled kernels: no pipeline is built twice.
         let kernels = Kernels::with_options(FusedTiles::for_batch(batch), cfg.matmul.precision());
         let mut trainer = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, batch, cfg.seed, Fusion::Fused)?;
+        let mut evaluator = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, eval_batch, cfg.seed, Fusion::Fused)?;
         let kernel = GatherKernel::new(ctx)?;
         let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
-        let test = DeviceBatches::new(ctx, &kernel, &data.test, batch, trainer.input(), trainer.labels(), "test")?;
-        let gathered = if trainer.can_gather() {
-            Some((trainer.add_gathered(ctx, &kernels, &train.source())?, trainer.add_gathered(ctx, &kernels, &test.source())?))
-        } else {
-            None
-        };
-        Ok(Self { ctx, trainer, kernel, train, test, gathered, batch })
+        let test = DeviceBatches::new(ctx, &kernel, &data.test, eval_batch, evaluator.input(), evaluator.labels(), "test")?;
+        let gathered = if trainer.can_gather() { Some(trainer.add_gathered(ctx, &kernels, &train.source())?) } else { None };
+        let eval_gathered = if evaluator.can_gather() { Some(evaluator.add_gathered_eval(ctx, &kernels, &test.source())?) } else { None };
+        Ok(Self { ctx, trainer, evaluator, kernel, train, test, gathered, eval_gathered, batch, eval_batch })
     }
 
     /// Waits until the uploads queued by [`GpuRun::new`] (both splits, the parameters) have
@@ -82,30 +90,35 @@ impl<'a> GpuRun<'a> {
     /// kernel's and then the plain step's.
     pub(super) fn step_kernels(&self) -> Vec<&'static str> {
         match self.gathered {
-            Some((g, _)) => self.trainer.step_kernels(Some(g)),
+            Some(g) => self.trainer.step_kernels(Some(g)),
             None => std::iter::once("gather").chain(self.trainer.step_kernels(None)).collect(),
         }
     }
 
-    /// Records steps `steps` of `batches` (all of them full batches, or a single short one
-    /// after `set_batch`) into one compute pass and submits it, inside the context's error
-    /// scope (a rejected submission, or one to a lost device, is an `Err`, not a panic). Does
-    /// not wait for the GPU.
-    pub(super) fn submit(&self, batches: &DeviceBatches, steps: Range<usize>, training: bool) -> Result<SubmissionIndex> {
+    /// The trainer's training split, or the evaluator's test split, and their batch size.
+    fn side(&self, training: bool) -> (&GpuTrainer, &DeviceBatches, usize) {
+        if training { (&self.trainer, &self.train, self.batch) } else { (&self.evaluator, &self.test, self.eval_batch) }
+    }
+
+    /// Records steps `steps` of the training split (`training`) or the test split (all of them
+    /// full batches, or a single short one after `set_batch`) into one compute pass and submits
+    /// it, inside the context's error scope (a rejected submission, or one to a lost device, is
+    /// an `Err`, not a panic). Does not wait for the GPU.
+    pub(super) fn submit(&self, steps: Range<usize>, training: bool) -> Result<SubmissionIndex> {
         let label = if training { "train steps" } else { "eval steps" };
-        let gathered = self.gathered.map(|(train, test)| if std::ptr::eq(batches, &self.train) { train } else { test });
+        let (trainer, batches, _) = self.side(training);
         let index = self.ctx.scoped(|| {
-            self.ctx.submit_pass(label, |pass| match (gathered, training) {
+            self.ctx.submit_pass(label, |pass| match (self.gathered, self.eval_gathered, training) {
                 // All steps at once: in the split form each step hands the next its partial sums.
-                (Some(g), true) => self.trainer.record_gathered_steps(g, steps, pass),
-                (Some(g), false) => steps.for_each(|s| self.trainer.record_gathered_eval(g, s, pass)),
-                (None, _) => {
+                (Some(g), _, true) => trainer.record_gathered_steps(g, steps, pass),
+                (_, Some(e), false) => steps.for_each(|s| trainer.record_gathered_eval(e, s, pass)),
+                _ => {
                     for s in steps {
                         batches.record(&self.kernel, pass, s);
                         if training {
-                            self.trainer.record_step(pass);
+                            trainer.record_step(pass);
                         } else {
-                            self.trainer.record_eval(pass);
+                            trainer.record_eval(pass);
                         }
                     }
                 }
@@ -114,21 +127,16 @@ impl<'a> GpuRun<'a> {
         Ok(index)
     }
 
-    /// Runs every step of `batches`: full batches in submissions of `per_submit` steps (the
-    /// first ones shorter: [`FIRST_PIECE`] steps, then twice as many each time up to
-    /// `per_submit`, so the GPU starts while the CPU records the rest), then the short last
-    /// batch (if any) in its own submission. `after_submit(steps_done)` runs
-    /// after each submission and returns false to stop early. Returns the steps submitted and
-    /// whether all of them were (false: stopped early).
-    async fn run_all(
-        &self,
-        batches: &DeviceBatches,
-        training: bool,
-        per_submit: usize,
-        mut after_submit: impl AsyncFnMut(usize) -> Result<bool>,
-    ) -> Result<(usize, bool)> {
-        let full = batches.len() / self.batch;
-        self.trainer.set_batch(self.ctx, self.batch)?;
+    /// Runs every step of the training split (`training`) or the test split: full batches in
+    /// submissions of `per_submit` steps (the first ones shorter: [`FIRST_PIECE`] steps, then
+    /// twice as many each time up to `per_submit`, so the GPU starts while the CPU records the
+    /// rest), then the short last batch (if any) in its own submission. `after_submit(steps_done)`
+    /// runs after each submission and returns false to stop early. Returns the steps submitted
+    /// and whether all of them were (false: stopped early).
+    async fn run_all(&self, training: bool, per_submit: usize, mut after_submit: impl AsyncFnMut(usize) -> Result<bool>) -> Result<(usize, bool)> {
+        let (trainer, batches, batch) = self.side(training);
+        let full = batches.len() / batch;
+        trainer.set_batch(self.ctx, batch)?;
         let mut done = 0;
         // The piece before the one just submitted: waited for before going on.
         let mut previous: Option<QueueMark> = None;
@@ -136,7 +144,7 @@ impl<'a> GpuRun<'a> {
         while done < full {
             let k = per_submit.min(piece).min(full - done);
             piece = piece.saturating_mul(2);
-            let index = self.submit(batches, done..done + k, training)?;
+            let index = self.submit(done..done + k, training)?;
             if let Some(before) = previous.replace(self.ctx.mark(index)) {
                 self.ctx.wait_for_async(before).await?;
             }
@@ -146,14 +154,25 @@ impl<'a> GpuRun<'a> {
             }
         }
         if done < batches.steps() {
-            self.trainer.set_batch(self.ctx, batches.rows(done))?;
-            self.submit(batches, done..done + 1, training)?;
+            trainer.set_batch(self.ctx, batches.rows(done))?;
+            self.submit(done..done + 1, training)?;
             done += 1;
             if !after_submit(done).await? {
                 return Ok((done, false));
             }
         }
         Ok((done, true))
+    }
+
+    /// Evaluates the trainer's current parameters on the test set: copies them to the
+    /// evaluator, runs every test batch in one submission (plus one for a short last batch) and
+    /// waits for the loss and accuracy sums.
+    async fn evaluate(&self, epoch: usize, done: usize, cfg: &TrainConfig) -> Result<Sums> {
+        self.trainer.copy_parameters_to(self.ctx, &self.evaluator)?;
+        self.run_all(false, self.test.steps(), async |_| Ok(true)).await?;
+        let mut test = Sums::default();
+        test.add(checked(self.evaluator.take_metrics_async(self.ctx).await, epoch, done, cfg)?);
+        Ok(test)
     }
 }
 
@@ -190,7 +209,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         let mut last_read = start;
         let mut sums = Sums::default();
         let (done, completed) = run
-            .run_all(&run.train, true, cfg.steps_per_submit, async |done| {
+            .run_all(true, cfg.steps_per_submit, async |done| {
                 let due = last_read.elapsed() >= PROGRESS_EVERY;
                 if due && done < batches {
                     // A read-back waits for the GPU: only on slow devices, a few times a second.
@@ -212,9 +231,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the last step
         let seconds = start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
-        run.run_all(&run.test, false, cfg.steps_per_submit.max(run.test.steps()), async |_| Ok(true)).await?;
-        let mut test = Sums::default();
-        test.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the evaluation
+        let test = run.evaluate(epoch, done, cfg).await?;
         let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
@@ -227,11 +244,14 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
 
 /// Every buffer a GPU run of `spec` at batches of `batch` rows allocates, as (what, bytes): the
 /// trainer's tensors (stage 04's `Network`: parameters, optimizer state, activations and their
-/// gradients) and, per split, the images (u8), labels (u8) and row order (u32). Read-back
-/// staging and uniforms (kilobytes) are left out.
+/// gradients), the evaluator's (the same at `cfg.eval_batch` rows, named `evaluator's ...`)
+/// and, per split, the images (u8), labels (u8) and row order (u32). Read-back staging and
+/// uniforms (kilobytes) are left out.
 pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize) -> Result<Vec<(String, u64)>> {
     let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
+    let eval_batch = cfg.eval_batch.min(data.test.len());
     let mut buffers: Vec<(String, u64)> = net.tensors.iter().map(|t| (t.name.clone(), 4 * t.capacity(batch) as u64)).collect();
+    buffers.extend(net.tensors.iter().map(|t| (format!("{EVALUATOR}{}", t.name), 4 * t.capacity(eval_batch) as u64)));
     for (name, split) in [("train", &data.train), ("test", &data.test)] {
         let n = split.len() as u64;
         buffers.push((format!("{name} images (u8)"), (n * PIXELS as u64).next_multiple_of(4)));
@@ -240,6 +260,9 @@ pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: u
     }
     Ok(buffers)
 }
+
+/// How [`gpu_buffers`] names the evaluator's tensors: `evaluator's <tensor>`.
+const EVALUATOR: &str = "evaluator's ";
 
 /// Refuses a GPU run before it allocates anything when one of its `buffers` is over the
 /// device's limit for one buffer, or (with `available`: a software adapter's memory is the
@@ -255,9 +278,10 @@ pub fn check_gpu_memory(limits: &wgpu::Limits, buffers: &[(String, u64)], batch:
         (limits.max_buffer_size, "max_buffer_size")
     };
     if let Some((what, bytes)) = buffers.iter().filter(|(_, b)| *b > limit).max_by_key(|(_, b)| *b) {
+        let flag = if what.starts_with(EVALUATOR) { "--eval-batch" } else { "--batch-size" };
         return Err(MnistError::InvalidArgument(format!(
             "--device gpu: at batch {batch}, the buffer `{what}` needs {:.1} MiB, more than the {:.1} MiB this adapter \
-             allows for one buffer (`{limit_name}`); use a smaller --batch-size or narrower layers \
+             allows for one buffer (`{limit_name}`); use a smaller {flag} or narrower layers \
              (or --limit-train for the images)",
             mib(*bytes),
             mib(limit)
@@ -268,7 +292,7 @@ pub fn check_gpu_memory(limits: &wgpu::Limits, buffers: &[(String, u64)], batch:
         Some(free) if total > free => Err(MnistError::InvalidArgument(format!(
             "--device gpu: at batch {batch}, the run's {} buffers need about {:.1} GiB in all, more than the {:.1} GiB \
              of memory available to this software adapter (it uses the machine's memory); use a smaller \
-             --batch-size or narrower layers",
+             --batch-size or --eval-batch, or narrower layers",
             buffers.len(),
             total as f64 / (1u64 << 30) as f64,
             free as f64 / (1u64 << 30) as f64
@@ -301,6 +325,10 @@ mod tests {
         let wide = gpu_buffers(&spec(30_000), &cfg(30_000), &data(1000), 2000).unwrap();
         let err = check_gpu_memory(&limits, &wide, 2000, None).unwrap_err().to_string();
         assert!(err.contains("more than the 128.0 MiB") && err.contains("max_storage_buffer_binding_size") && err.contains("--batch-size"), "{err}");
+        // Training in batches of 64 fits; evaluating in batches of 2,000 does not.
+        let eval_cfg = TrainConfig { eval_batch: 2000, ..cfg(30_000) };
+        let err = check_gpu_memory(&limits, &gpu_buffers(&spec(30_000), &eval_cfg, &data(3000), 64).unwrap(), 64, None).unwrap_err().to_string();
+        assert!(err.contains("`evaluator's ") && err.contains("--eval-batch"), "{err}");
         // Every buffer fits, but not all of them in the memory a software adapter has.
         let err = check_gpu_memory(&limits, &fits, 64, Some(1 << 20)).unwrap_err().to_string();
         assert!(err.contains("GiB in all") && err.contains("software adapter"), "{err}");
@@ -313,11 +341,14 @@ mod tests {
             let cfg = TrainConfig { layers: TrainConfig::mlp(&layers), ..TrainConfig::default() };
             let spec = cfg.spec().unwrap();
             let buffers = gpu_buffers(&spec, &cfg, &data(10), batch).unwrap();
-            let is_data = |w: &str| ["images", "labels", "order"].iter().any(|d| w.contains(d));
-            let tensors: u64 = buffers.iter().filter(|(w, _)| !is_data(w)).map(|(_, b)| b).sum();
-            let made = GpuTrainer::new(ctx, &spec, cfg.optimizer, batch, cfg.seed).unwrap().allocations().bytes;
-            // What the estimate leaves out: uniforms and placeholders, a few kilobytes.
-            assert!(made >= tensors && made - tensors < 64 << 10, "{layers:?} at {batch}: estimated {tensors} bytes, allocated {made}");
+            let is_data = |w: &str| w.starts_with("train ") || w.starts_with("test ");
+            // The trainer at `batch` rows, and the evaluator at the 10 rows of the test split.
+            for (rows, evaluator) in [(batch, false), (10, true)] {
+                let tensors: u64 = buffers.iter().filter(|(w, _)| !is_data(w) && w.starts_with(EVALUATOR) == evaluator).map(|(_, b)| b).sum();
+                let made = GpuTrainer::new(ctx, &spec, cfg.optimizer, rows, cfg.seed).unwrap().allocations().bytes;
+                // What the estimate leaves out: uniforms and placeholders, a few kilobytes.
+                assert!(made >= tensors && made - tensors < 64 << 10, "{layers:?} at {rows}: estimated {tensors} bytes, allocated {made}");
+            }
         }
     }
 }

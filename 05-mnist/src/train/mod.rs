@@ -166,7 +166,7 @@ pub async fn first_batch_loss(device: &Device, data: &Mnist, cfg: &TrainConfig) 
             run.trainer.set_learning_rate(ctx, lr)?;
             run.train.set_order(ctx, &order)?;
             run.trainer.set_batch(ctx, run.train.rows(0))?;
-            run.submit(&run.train, 0..1, true)?;
+            run.submit(0..1, true)?;
             checked(run.trainer.take_metrics_async(ctx).await, 1, 1, cfg)?
         }
     };
