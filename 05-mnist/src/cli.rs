@@ -71,9 +71,10 @@ pub struct TrainArgs {
     /// Images per training step.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub batch_size: usize,
-    /// Images per evaluation batch on the test set (the result does not depend on it).
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
-    pub eval_batch: usize,
+    /// Images per evaluation batch on the test set (the result does not depend on it)
+    /// [default: 1000 on the CPU; on the GPU the whole test set, halved until it fits the adapter].
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub eval_batch: Option<usize>,
     /// Passes over the training set.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,

@@ -33,7 +33,7 @@ fn config(epochs: usize) -> TrainConfig {
         loss: Loss::CrossEntropy,
         batch_size: 50,
         // 1,000 test images: three full evaluation batches and a short one.
-        eval_batch: 300,
+        eval_batch: Some(300),
         epochs,
         optimizer: Optimizer::sgd(0.05, 0.9),
         // Cosine: the learning rate changes every epoch, on both devices.
@@ -95,7 +95,7 @@ fn short_last_batches_and_events_on_the_gpu() {
     // 1,010 images in batches of 64: 15 full batches and one of 50; test 1,000 = 15 x 64 + 40
     // (evaluated in batches of the training's size here).
     let data = Mnist { train: subset().train.take(1_010), test: subset().test.clone(), kind: subset().kind };
-    let cfg = TrainConfig { batch_size: 64, eval_batch: 64, steps_per_submit: 4, epoch_models: true, ..config(1) };
+    let cfg = TrainConfig { batch_size: 64, eval_batch: Some(64), steps_per_submit: 4, epoch_models: true, ..config(1) };
     let mut starts = 0;
     let mut ends = Vec::new();
     let mut models = Vec::new();

@@ -9,16 +9,21 @@ use web_time::Instant;
 use cpu_matrix::Matrix;
 use gpu_layers::{CpuTrainer, LayersError, NetworkSpec};
 
-use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::{CPU_EVAL_ROWS, Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu, gather_batch_into, prefetch_batch};
 use crate::error::Result;
 use crate::model_io::Model;
 
 /// The CPU trainer of a run: batches of up to `batch` rows, parameters seeded by `cfg.seed`.
-/// Its tensors hold the larger of `batch` and `cfg.eval_batch` rows: the test set is
-/// evaluated in big batches (fewer, bigger products, which the threads share well).
+/// Its tensors hold the larger of `batch` and [`eval_rows`] rows: the test set is evaluated in
+/// big batches (fewer, bigger products, which the threads share well).
 pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, batch: usize) -> Result<CpuTrainer> {
-    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(cfg.eval_batch), cfg.seed)?)
+    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(eval_rows(cfg)), cfg.seed)?)
+}
+
+/// Rows per evaluation batch on the CPU: `--eval-batch`, else [`CPU_EVAL_ROWS`].
+fn eval_rows(cfg: &TrainConfig) -> usize {
+    cfg.eval_batch.unwrap_or(CPU_EVAL_ROWS)
 }
 
 /// An `async fn` only so that a browser page can `breathe` (yield to its event loop) after
@@ -32,7 +37,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
-    check_memory(spec, batch.max(cfg.eval_batch), available_memory())?; // the rows `trainer` allocates
+    check_memory(spec, batch.max(eval_rows(cfg)), available_memory())?; // the rows `trainer` allocates
     let mut net = trainer(spec, cfg, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
@@ -72,7 +77,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         }
         let seconds = start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
-        let test = evaluate_cpu(&mut net, &data.test, cfg.eval_batch, epoch, cfg)?;
+        let test = evaluate_cpu(&mut net, &data.test, eval_rows(cfg), epoch, cfg)?;
         let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {

@@ -26,7 +26,7 @@ use web_time::Instant;
 use common::{GpuContext, QueueMark};
 use gpu_layers::{Fusion, FusedTiles, Gathered, GatheredEval, GpuTrainer, Kernels, Network, NetworkSpec};
 
-use super::{Event, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::{Event, GPU_EVAL_ROWS, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use crate::data::{Mnist, PIXELS};
 use crate::error::{MnistError, Result};
 use crate::gather::{DeviceBatches, GatherKernel};
@@ -38,12 +38,12 @@ use crate::model_io::Model;
 const FIRST_PIECE: usize = 8;
 
 /// A trainer on the GPU with the training split resident and bound to its input buffers, and
-/// an evaluator (the same network in batches of `cfg.eval_batch` rows) with the test split.
+/// an evaluator (the same network in batches of [`eval_batch`] rows) with the test split.
 pub(super) struct GpuRun<'a> {
     ctx: &'a GpuContext,
     pub(super) trainer: GpuTrainer,
     /// Gets the trainer's parameters before every evaluation (`GpuTrainer::copy_parameters_to`):
-    /// the test set goes through in 10 big batches instead of 157 of the training's 64 rows.
+    /// MNIST's test set goes through in one batch instead of 157 of the training's 64 rows.
     evaluator: GpuTrainer,
     kernel: GatherKernel,
     pub(super) train: DeviceBatches,
@@ -59,12 +59,12 @@ pub(super) struct GpuRun<'a> {
 impl<'a> GpuRun<'a> {
     /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with the training split
     /// of `data` uploaded as bytes and bound to its input buffers, and an evaluator for the test
-    /// split (batches of `cfg.eval_batch` rows).
+    /// split (batches of [`eval_batch`] rows).
     pub(super) fn new(ctx: &'a GpuContext, spec: &NetworkSpec, data: &Mnist, cfg: &TrainConfig) -> Result<Self> {
         let batch = cfg.batch_size.min(data.train.len());
-        let eval_batch = cfg.eval_batch.min(data.test.len());
+        let eval_batch = eval_batch(spec, cfg, data, batch, &ctx.limits)?;
         let available = if ctx.is_software() { super::cpu::available_memory() } else { None };
-        check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch)?, batch, available)?;
+        check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch, eval_batch)?, batch, available)?;
         // The evaluator shares the trainer's compiled kernels: no pipeline is built twice.
         let kernels = Kernels::with_options(FusedTiles::for_batch(batch), cfg.matmul.precision());
         let mut trainer = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, batch, cfg.seed, Fusion::Fused)?;
@@ -242,14 +242,30 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
     Ok(TrainOutcome { model: parameters(&run).await?, history, stopped: false, batches_done: 0 })
 }
 
+/// Rows per evaluation batch on the GPU: `--eval-batch` (at most the test set), else the whole
+/// test set up to [`GPU_EVAL_ROWS`], halved (down to the training's `batch`) while one of the
+/// evaluator's tensors is over the adapter's limit for one buffer.
+pub fn eval_batch(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize, limits: &wgpu::Limits) -> Result<usize> {
+    let len = data.test.len().max(1);
+    if let Some(rows) = cfg.eval_batch {
+        return Ok(rows.min(len));
+    }
+    let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
+    let limit = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+    let mut rows = GPU_EVAL_ROWS.min(len);
+    while rows > batch && net.tensors.iter().any(|t| 4 * t.capacity(rows) as u64 > limit) {
+        rows = rows.div_ceil(2).max(batch);
+    }
+    Ok(rows)
+}
+
 /// Every buffer a GPU run of `spec` at batches of `batch` rows allocates, as (what, bytes): the
 /// trainer's tensors (stage 04's `Network`: parameters, optimizer state, activations and their
-/// gradients), the evaluator's (the same at `cfg.eval_batch` rows, named `evaluator's ...`)
-/// and, per split, the images (u8), labels (u8) and row order (u32). Read-back staging and
-/// uniforms (kilobytes) are left out.
-pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize) -> Result<Vec<(String, u64)>> {
+/// gradients), the evaluator's (the same at `eval_batch` rows, named `evaluator's ...`) and,
+/// per split, the images (u8), labels (u8) and row order (u32). Read-back staging and uniforms
+/// (kilobytes) are left out.
+pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize, eval_batch: usize) -> Result<Vec<(String, u64)>> {
     let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
-    let eval_batch = cfg.eval_batch.min(data.test.len());
     let mut buffers: Vec<(String, u64)> = net.tensors.iter().map(|t| (t.name.clone(), 4 * t.capacity(batch) as u64)).collect();
     buffers.extend(net.tensors.iter().map(|t| (format!("{EVALUATOR}{}", t.name), 4 * t.capacity(eval_batch) as u64)));
     for (name, split) in [("train", &data.train), ("test", &data.test)] {
@@ -318,20 +334,39 @@ mod tests {
         let cfg = |hidden: usize| TrainConfig { layers: TrainConfig::mlp(&[hidden]), ..TrainConfig::default() };
         let spec = |hidden: usize| cfg(hidden).spec().unwrap();
         // The default network fits, with 1,000 images per split.
-        let fits = gpu_buffers(&spec(128), &cfg(128), &data(1000), 64).unwrap();
+        let fits = gpu_buffers(&spec(128), &cfg(128), &data(1000), 64, 1000).unwrap();
         assert!(fits.iter().any(|(w, b)| w == "train images (u8)" && *b == 784_000), "{fits:?}");
         check_gpu_memory(&limits, &fits, 64, Some(1 << 30)).unwrap();
         // 2,000 rows of 30,000 units: 229 MiB per activation buffer, over the 128 MiB binding limit.
-        let wide = gpu_buffers(&spec(30_000), &cfg(30_000), &data(1000), 2000).unwrap();
+        let wide = gpu_buffers(&spec(30_000), &cfg(30_000), &data(1000), 2000, 1000).unwrap();
         let err = check_gpu_memory(&limits, &wide, 2000, None).unwrap_err().to_string();
         assert!(err.contains("more than the 128.0 MiB") && err.contains("max_storage_buffer_binding_size") && err.contains("--batch-size"), "{err}");
         // Training in batches of 64 fits; evaluating in batches of 2,000 does not.
-        let eval_cfg = TrainConfig { eval_batch: 2000, ..cfg(30_000) };
-        let err = check_gpu_memory(&limits, &gpu_buffers(&spec(30_000), &eval_cfg, &data(3000), 64).unwrap(), 64, None).unwrap_err().to_string();
+        let eval_cfg = TrainConfig { eval_batch: Some(2000), ..cfg(30_000) };
+        let rows = eval_batch(&spec(30_000), &eval_cfg, &data(3000), 64, &limits).unwrap();
+        assert_eq!(rows, 2000, "an evaluation batch the user chose is not changed");
+        let err = check_gpu_memory(&limits, &gpu_buffers(&spec(30_000), &eval_cfg, &data(3000), 64, rows).unwrap(), 64, None).unwrap_err().to_string();
         assert!(err.contains("`evaluator's ") && err.contains("--eval-batch"), "{err}");
         // Every buffer fits, but not all of them in the memory a software adapter has.
         let err = check_gpu_memory(&limits, &fits, 64, Some(1 << 20)).unwrap_err().to_string();
         assert!(err.contains("GiB in all") && err.contains("software adapter"), "{err}");
+    }
+
+    #[test]
+    fn the_evaluator_takes_the_whole_test_set_where_it_fits() {
+        let limits = wgpu::Limits { max_storage_buffer_binding_size: 128 << 20, max_buffer_size: 256 << 20, ..wgpu::Limits::default() };
+        let cfg = |hidden: usize, rows: Option<usize>| TrainConfig { layers: TrainConfig::mlp(&[hidden]), eval_batch: rows, ..TrainConfig::default() };
+        let rows = |hidden: usize, chosen: Option<usize>, n: usize| eval_batch(&cfg(hidden, chosen).spec().unwrap(), &cfg(hidden, chosen), &data(n), 64, &limits).unwrap();
+        // The default network: all of MNIST's 10,000 test images in one batch, or all of a smaller test set.
+        assert_eq!(rows(128, None, 10_000), GPU_EVAL_ROWS);
+        assert_eq!(rows(128, None, 500), 500);
+        // `--eval-batch`, at most the test set.
+        assert_eq!((rows(128, Some(300), 10_000), rows(128, Some(20_000), 1000)), (300, 1000));
+        // 20,000 hidden units take 80 KB per row: 10,000 rows -> 5,000 -> 2,500 -> 1,250, the
+        // first under 128 MiB.
+        assert_eq!(rows(20_000, None, 10_000), 1250);
+        let buffers = gpu_buffers(&cfg(20_000, None).spec().unwrap(), &cfg(20_000, None), &data(10_000), 64, 1250).unwrap();
+        check_gpu_memory(&limits, &buffers, 64, None).unwrap();
     }
 
     #[test]
@@ -340,7 +375,7 @@ mod tests {
         for (layers, batch) in [(vec![128], 64), (vec![300, 100], 17)] {
             let cfg = TrainConfig { layers: TrainConfig::mlp(&layers), ..TrainConfig::default() };
             let spec = cfg.spec().unwrap();
-            let buffers = gpu_buffers(&spec, &cfg, &data(10), batch).unwrap();
+            let buffers = gpu_buffers(&spec, &cfg, &data(10), batch, 10).unwrap();
             let is_data = |w: &str| w.starts_with("train ") || w.starts_with("test ");
             // The trainer at `batch` rows, and the evaluator at the 10 rows of the test split.
             for (rows, evaluator) in [(batch, false), (10, true)] {
