@@ -293,7 +293,10 @@ pub fn check_gpu_memory(limits: &wgpu::Limits, buffers: &[(String, u64)], batch:
     } else {
         (limits.max_buffer_size, "max_buffer_size")
     };
-    if let Some((what, bytes)) = buffers.iter().filter(|(_, b)| *b > limit).max_by_key(|(_, b)| *b) {
+    // The largest buffer over the limit; of equal ones the trainer's (its --batch-size is the
+    // flag to change when the evaluator's batch was only raised to the training's).
+    let largest = buffers.iter().filter(|(_, b)| *b > limit).max_by_key(|(w, b)| (*b, !w.starts_with(EVALUATOR)));
+    if let Some((what, bytes)) = largest {
         let flag = if what.starts_with(EVALUATOR) { "--eval-batch" } else { "--batch-size" };
         return Err(MnistError::InvalidArgument(format!(
             "--device gpu: at batch {batch}, the buffer `{what}` needs {:.1} MiB, more than the {:.1} MiB this adapter \
@@ -341,6 +344,10 @@ mod tests {
         let wide = gpu_buffers(&spec(30_000), &cfg(30_000), &data(1000), 2000, 1000).unwrap();
         let err = check_gpu_memory(&limits, &wide, 2000, None).unwrap_err().to_string();
         assert!(err.contains("more than the 128.0 MiB") && err.contains("max_storage_buffer_binding_size") && err.contains("--batch-size"), "{err}");
+        // The evaluator at the same 2,000 rows has the same buffers: the trainer's is named.
+        let same = gpu_buffers(&spec(30_000), &cfg(30_000), &data(3000), 2000, 2000).unwrap();
+        let err = check_gpu_memory(&limits, &same, 2000, None).unwrap_err().to_string();
+        assert!(err.contains("the buffer `delta1`") && err.contains("--batch-size"), "{err}");
         // Training in batches of 64 fits; evaluating in batches of 2,000 does not.
         let eval_cfg = TrainConfig { eval_batch: Some(2000), ..cfg(30_000) };
         let rows = eval_batch(&spec(30_000), &eval_cfg, &data(3000), 64, &limits).unwrap();
