@@ -98,13 +98,14 @@ impl Schedule {
 }
 
 /// Rows per evaluation batch on the CPU unless `--eval-batch` says otherwise: on this 2-core
-/// machine one epoch's evaluation took 17-18 ms in batches of 1,000 and 41-48 ms in one batch of
-/// 10,000 (README, "Evaluation").
+/// machine one epoch's evaluation took 22-37 ms in batches of 1,000 and 44-71 ms in one batch of
+/// 10,000 (README, "Evaluation: the test set in one batch").
 pub const CPU_EVAL_ROWS: usize = 1000;
 
 /// The largest evaluation batch on the GPU unless `--eval-batch` says otherwise: MNIST's whole
-/// test set. On the H200 one evaluation of the defaults took 0.56 ms in one batch of 10,000,
-/// 0.92 ms in batches of 1,000 and 2.05 ms in the training's batches of 64 (README, "Evaluation").
+/// test set. On the H200 one evaluation of the defaults took 0.57 ms in one batch of 10,000,
+/// 0.94 ms in batches of 1,000 and 2.01 ms in the training's batches of 64 (README, "Evaluation: the
+/// test set in one batch").
 pub const GPU_EVAL_ROWS: usize = 10_000;
 
 /// Everything that defines a run.
