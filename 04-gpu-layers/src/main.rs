@@ -57,9 +57,9 @@ struct Args {
     /// Batch size for --bench.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     batch: u32,
-    /// Hidden width for --bench.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65_536))]
-    hidden: u32,
+    /// Hidden widths for --bench, comma-separated (`512,256`: two hidden layers); --sweep takes one.
+    #[arg(long, default_value = "128", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    hidden: Vec<u32>,
     /// Timed repetitions for --bench (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
@@ -303,13 +303,15 @@ fn spirals(ctx: &GpuContext, kernels: &Arc<Kernels>, epochs: usize, points: usiz
 
 /// Times `steps` training steps recorded into one pass, for both fusions, then with dropout.
 fn bench(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args) -> Result<(), AnyError> {
-    let spec = NetworkSpec::new(784, &[args.hidden as usize], 10)?;
+    let hidden: Vec<usize> = args.hidden.iter().map(|&h| h as usize).collect();
+    let spec = NetworkSpec::new(784, &hidden, 10)?;
     for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
         bench_one(ctx, kernels, args, &spec, opt)?;
     }
-    // The same network with dropout: not fused, so it costs what the composed tape costs, plus
-    // the dropout's two dispatches.
-    let dropout = NetworkSpec::parse(&format!("784-{}-relu-dropout0.2-10", args.hidden), Loss::CrossEntropy)?;
+    // The same network with dropout after every hidden layer: not fused, so it costs what the
+    // composed tape costs, plus the dropout's two dispatches per layer.
+    let layers: String = hidden.iter().map(|h| format!("-{h}-relu-dropout0.2")).collect();
+    let dropout = NetworkSpec::parse(&format!("784{layers}-10"), Loss::CrossEntropy)?;
     bench_one(ctx, kernels, args, &dropout, Optimizer::adam(1e-3))
 }
 
@@ -343,18 +345,19 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
     }
     for (fusion, kernels, label) in tapes {
         let gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, fusion)?;
-        // Validate before timing: one step against the CPU reference.
+        // Validate before timing: one step against the CPU reference, its gradients (Adam's first
+        // step moves every parameter by about lr * sign(g), so a gradient of rounding size can
+        // move a parameter either way) and, but for Adam, its parameters.
         let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
         gpu.write_batch(ctx, &x, &labels)?;
         gpu.train_steps(ctx, 1)?;
         cpu.train_step(&x, &labels)?;
-        common::check_close(
-            &gpu.parameters(ctx)?.concat_data(),
-            &cpu.parameters().concat_data(),
-            1e-4,
-            1e-5,
-        )
-        .map_err(|e| format!("{fusion:?} step differs from the CPU: {e}"))?;
+        common::check_close(&gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data(), 1e-3, 1e-6)
+            .map_err(|e| format!("{fusion:?} step's gradients differ from the CPU's: {e}"))?;
+        if !matches!(opt, Optimizer::Adam { .. }) {
+            common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+                .map_err(|e| format!("{fusion:?} step differs from the CPU: {e}"))?;
+        }
         gpu.take_metrics(ctx)?;
         let before = gpu.allocations();
         // Warm up (first submission of this size), then time.

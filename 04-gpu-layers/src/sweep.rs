@@ -36,7 +36,10 @@ use crate::{AnyError, Args, ConcatData, SplitRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
-    let spec = NetworkSpec::new(784, &[args.hidden as usize], 10)?;
+    let [hidden] = args.hidden[..] else {
+        return Err(format!("--sweep takes one hidden width, not {:?}", args.hidden).into());
+    };
+    let spec = NetworkSpec::new(784, &[hidden as usize], 10)?;
     let timer = GpuTimer::new(ctx);
     let per_dispatch = |seconds: f64, count: usize| seconds * 1e6 / count as f64;
     println!();
