@@ -2,8 +2,21 @@
 //
 // dy: [batch, out] (dL/d pre-activation of this layer), params: [(in + 1), out] (only W is
 // read), h: [batch, in] (the forward output of the layer below, whose activation is `act`)
-// -> dx: [batch, in] (dL/d pre-activation of the layer below). Used between two hidden layers;
-// one invocation per element of dx, each a dot product of a dy row and a W row.
+// -> dx: [batch, in] (dL/d pre-activation of the layer below). Used between two hidden layers.
+//
+// dx[r][k] = sum over j of dy[r][j] * W[k][j]: for a fixed k the sum runs along ROW k of W. Its
+// first version gave each invocation one element of dx and that loop: neighbouring invocations
+// (neighbouring k) then read W 4 * out bytes apart, one cache sector each per step, and every
+// row of the batch read all of W again. In 784-512-256-10 at batch 64 (dx 64 x 512, out 256)
+// that took 37.5 us on the H200, half of the training step (stage 04's README, "The backward
+// between two hidden layers"). Now a workgroup owns BI_K values of k for BI_R rows and walks j
+// in chunks of BI_J: all invocations copy W[k0 .. k0 + BI_K][j0 .. j0 + BI_J] (along j, so
+// neighbouring invocations read neighbouring words) into workgroup memory TRANSPOSED, and the
+// chunk of dy; then each invocation (one k, one row) multiplies BI_J pairs from there: W is read
+// from memory once per BI_R rows instead of once per row, and always along its rows. The next
+// chunk's copies are loaded into registers while this chunk multiplies.
+//
+// BI_K, BI_R and BI_J come from the prelude (src/wgsl.rs); BI_K * BI_R invocations per workgroup.
 
 // `p` is the layer's LinearParams (common.wgsl).
 @group(0) @binding(0) var<storage, read> dy: array<f32>;
@@ -13,17 +26,86 @@
 @group(0) @binding(4) var<uniform> batch: Batch;
 @group(0) @binding(5) var<uniform> p: LinearParams;
 
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * WG;
-    if i >= batch.rows * p.inputs {
-        return;
+const THREADS: u32 = BI_K * BI_R;
+const W_LOADS: u32 = (BI_K * BI_J + THREADS - 1u) / THREADS; // W values each invocation copies per chunk
+const DY_LOADS: u32 = (BI_R * BI_J + THREADS - 1u) / THREADS; // dy values each invocation copies
+const PAD: u32 = BI_K + 1u; // a row of the transposed W tile: BI_K values and one to skip banks
+
+var<workgroup> wt: array<f32, BI_J * PAD>; // [BI_J][PAD]: W[k0 + kk][j0 + jj] at wt[jj * PAD + kk]
+var<workgroup> dys: array<f32, BI_R * BI_J>; // [BI_R][BI_J]: dy[r0 + rr][j0 + jj]
+
+// Element l of this invocation's share of chunk j0: of W (index e < BI_K * BI_J, k e / BI_J,
+// j e % BI_J) and of dy (row e / BI_J, j e % BI_J). Zero past the layer's sizes and the batch.
+fn load_w(tid: u32, l: u32, k0: u32, j0: u32) -> f32 {
+    let e = tid + l * THREADS;
+    let k = k0 + e / BI_J;
+    let j = j0 + e % BI_J;
+    let ok = e < BI_K * BI_J && k < p.inputs && j < p.outputs;
+    return select(0.0, params[min(k, p.inputs - 1u) * p.outputs + min(j, p.outputs - 1u)], ok);
+}
+
+fn load_dy(tid: u32, l: u32, r0: u32, j0: u32) -> f32 {
+    let e = tid + l * THREADS;
+    let row = r0 + e / BI_J;
+    let j = j0 + e % BI_J;
+    let ok = e < BI_R * BI_J && row < batch.rows && j < p.outputs;
+    return select(0.0, dy[min(row, batch.rows - 1u) * p.outputs + min(j, p.outputs - 1u)], ok);
+}
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let k0 = wid.x * BI_K;
+    let r0 = wid.y * BI_R;
+    if r0 >= batch.rows {
+        return; // the whole workgroup is past the live batch
     }
-    let row = i / p.inputs;
-    let k = i % p.inputs;
+    let kk = tid % BI_K;
+    let rr = tid / BI_K;
+    var w_next: array<f32, W_LOADS>;
+    var dy_next: array<f32, DY_LOADS>;
+    for (var l = 0u; l < W_LOADS; l++) {
+        w_next[l] = load_w(tid, l, k0, 0u);
+    }
+    for (var l = 0u; l < DY_LOADS; l++) {
+        dy_next[l] = load_dy(tid, l, r0, 0u);
+    }
     var g = 0.0;
-    for (var j = 0u; j < p.outputs; j++) {
-        g += dy[row * p.outputs + j] * params[k * p.outputs + j];
+    let chunks = (p.outputs + BI_J - 1u) / BI_J;
+    for (var t = 0u; t < chunks; t++) {
+        // The chunk that arrived, into workgroup memory (W transposed).
+        for (var l = 0u; l < W_LOADS; l++) {
+            let e = tid + l * THREADS;
+            if e < BI_K * BI_J {
+                wt[(e % BI_J) * PAD + e / BI_J] = w_next[l];
+            }
+        }
+        for (var l = 0u; l < DY_LOADS; l++) {
+            let e = tid + l * THREADS;
+            if e < BI_R * BI_J {
+                dys[e] = dy_next[l];
+            }
+        }
+        workgroupBarrier();
+        // The next chunk's copies, in flight during this chunk's multiply-adds.
+        if t + 1u < chunks {
+            let j0 = (t + 1u) * BI_J;
+            for (var l = 0u; l < W_LOADS; l++) {
+                w_next[l] = load_w(tid, l, k0, j0);
+            }
+            for (var l = 0u; l < DY_LOADS; l++) {
+                dy_next[l] = load_dy(tid, l, r0, j0);
+            }
+        }
+        // dy[rr][jj] is the same for the whole subgroup (a broadcast); wt along kk is conflict-free.
+        for (var jj = 0u; jj < BI_J; jj++) {
+            g += dys[rr * BI_J + jj] * wt[jj * PAD + kk];
+        }
+        workgroupBarrier(); // everyone is done reading before the next chunk is stored
     }
-    dx[i] = g * activate_grad(h[i], p.act);
+    let row = r0 + rr;
+    let k = k0 + kk;
+    if row < batch.rows && k < p.inputs {
+        let i = row * p.inputs + k;
+        dx[i] = g * activate_grad(h[i], p.act);
+    }
 }

@@ -22,7 +22,7 @@
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
 //! | `LinearForward`, `B x out >= tiled_min`, not gathering | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
-//! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `B*in / WG` |
+//! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
 //! | `LinearUpdate`, split | `linear_update (split)` | as `linear_update`, then images, order, the NEXT slot, partials, the next rows | `Update` (with `Split`) | as `linear_update` |
@@ -497,12 +497,18 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 per_row(rows(&h).div_ceil(rows_per_group as usize))?,
             )
         }
-        Op::LinearBackwardInput { dy, params, h, act: a, dx } => kernel(
-            KernelId::LinearBackwardInput,
-            &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), _pad: 0 }),
-            &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
-            elementwise(rows(&dx) * dx.cols)?,
-        ),
+        Op::LinearBackwardInput { dy, params, h, act: a, dx } => {
+            // BACKWARD_INPUT_K columns of dx by BACKWARD_INPUT_R rows per workgroup.
+            let gx = dx.cols.div_ceil(wgsl::BACKWARD_INPUT_K as usize);
+            let gy = rows(&dx).div_ceil(wgsl::BACKWARD_INPUT_R as usize);
+            check_groups(ctx, name, gx.max(gy))?;
+            kernel(
+                KernelId::LinearBackwardInput,
+                &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), _pad: 0 }),
+                &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
+                (gx as u32, gy as u32, 1),
+            )
+        }
         Op::ActivateCopy { x, y, act: a } => kernel(
             KernelId::ActivationCopyForward,
             &m.uniform(ctx, name, &ActivationParams { cols: u32_(y.cols), act: act(a), _pad: [0; 2] }),

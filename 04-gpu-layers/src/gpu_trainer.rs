@@ -111,7 +111,7 @@ impl GpuTrainer {
         max_batch: usize,
         seed: u64,
     ) -> Result<Self, LayersError> {
-        let kernels = Kernels::with_tiles(crate::FusedTiles::for_batch(max_batch));
+        let kernels = Kernels::with_tiles(crate::FusedTiles::for_network(max_batch, &spec.layer_shapes()));
         Self::with_options(ctx, &kernels, spec, optimizer, max_batch, seed, Fusion::Fused)
     }
 

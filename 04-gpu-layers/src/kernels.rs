@@ -178,6 +178,9 @@ impl KernelId {
                 }
                 c
             }
+            KernelId::LinearBackwardInput => {
+                vec![("BI_K", wgsl::BACKWARD_INPUT_K), ("BI_R", wgsl::BACKWARD_INPUT_R), ("BI_J", wgsl::BACKWARD_INPUT_J)]
+            }
             _ => vec![],
         }
     }

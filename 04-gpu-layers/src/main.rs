@@ -23,7 +23,7 @@ use clap::Parser;
 use common::{GpuContext, GpuTimer, median};
 use cpu_matrix::Matrix;
 use gpu_layers::{
-    Activation, ByteImages, CpuTrainer, Fusion, GatherSlot, GpuTrainer, Kernels, LayersError, Loss, Metrics, Network,
+    Activation, ByteImages, CpuTrainer, Fusion, FusedTiles, GatherSlot, GpuTrainer, Kernels, LayersError, Loss, Metrics, Network,
     NetworkSpec, Optimizer,
 };
 use rand::SeedableRng;
@@ -109,7 +109,7 @@ fn run(args: &Args) -> Result<(), AnyError> {
         xor_mse(&ctx, &kernels, args.xor_steps as usize)?;
     }
     if args.bench || args.bench_only {
-        bench(&ctx, &kernels, args)?;
+        bench(&ctx, args)?;
     }
     Ok(())
 }
@@ -301,10 +301,12 @@ fn spirals(ctx: &GpuContext, kernels: &Arc<Kernels>, epochs: usize, points: usiz
     Ok(())
 }
 
-/// Times `steps` training steps recorded into one pass, for both fusions, then with dropout.
-fn bench(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args) -> Result<(), AnyError> {
+/// Times `steps` training steps recorded into one pass, for both fusions, then with dropout,
+/// with the tiles a trainer of this network and batch takes (`FusedTiles::for_network`).
+fn bench(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let hidden: Vec<usize> = args.hidden.iter().map(|&h| h as usize).collect();
     let spec = NetworkSpec::new(784, &hidden, 10)?;
+    let kernels = &Kernels::with_tiles(FusedTiles::for_network(args.batch as usize, &spec.layer_shapes()));
     for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
         bench_one(ctx, kernels, args, &spec, opt)?;
     }

@@ -21,9 +21,14 @@ use crate::{Activation, MAX_CLASSES, Optimizer};
 
 // ---- workgroup sizes and tiles the host divides by ------------------------------------------
 
-/// Elementwise kernels (`bias_add`, `activation_*`, `sgd`, `adam`, `linear_backward_input`):
+/// Elementwise kernels (`bias_add`, `activation_*`, `sgd`, `adam`):
 /// one invocation per element, `WG` per workgroup, so `len.div_ceil(WG)` workgroups.
 pub const WG: u32 = 256;
+/// `linear_backward_input`: values of k (columns of dx) per workgroup, rows per workgroup, and
+/// the chunk of j (columns of dy) staged at a time (one invocation per k and row: 256).
+pub const BACKWARD_INPUT_K: u32 = 32;
+pub const BACKWARD_INPUT_R: u32 = 8;
+pub const BACKWARD_INPUT_J: u32 = 32;
 /// `softmax_ce`: one workgroup of `ROW_WG` invocations per row.
 pub const ROW_WG: u32 = 64;
 /// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).
@@ -164,6 +169,18 @@ impl FusedTiles {
     pub fn for_batch(max_batch: usize) -> FusedTiles {
         let d = FusedTiles::DEFAULT;
         if max_batch > 64 { FusedTiles { forward_tr: 4, output_wg: 512, ..d } } else { d }
+    }
+
+    /// The tiles for a network whose layers are `[inputs] -> [outputs]` (`shapes`, first to last)
+    /// in batches of up to `max_batch` rows: [`FusedTiles::for_batch`], and the same bigger
+    /// forward and output tiles in smaller batches where a layer has at least 512 outputs. At
+    /// 784-512-10, batch 64, on the H200 (`gpu-layers --sweep --hidden 512 --batch 64`,
+    /// `results/h200-sweep-512-b64.txt`): `linear_forward` with 4 rows per workgroup 9.31 us
+    /// alone against 11.44 with 2, `output_layer` with 512 invocations 7.01 against 8.46; at
+    /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
+    /// merged `forward_output` uses neither.
+    pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
+        if shapes.iter().any(|&(_, outputs)| outputs >= 512) { FusedTiles::for_batch(max_batch.max(65)) } else { FusedTiles::for_batch(max_batch) }
     }
 
     /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
@@ -889,6 +906,19 @@ mod tests {
         assert!(!d.splits(&defaults));
         assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
         assert!(!FusedTiles { split: false, ..d }.splits(&lavapipe));
+    }
+
+    #[test]
+    fn a_network_with_a_layer_of_512_outputs_takes_the_big_batch_forward_and_output_tiles() {
+        let mnist = [(784, 128), (128, 10)];
+        let two = [(784, 512), (512, 256), (256, 10)];
+        assert_eq!(FusedTiles::for_network(64, &mnist), FusedTiles::DEFAULT);
+        assert_eq!(FusedTiles::for_network(64, &[(784, 256), (256, 10)]), FusedTiles::DEFAULT);
+        let big = FusedTiles::for_network(64, &two);
+        assert_eq!((big.forward_tr, big.output_wg), (4, 512));
+        assert_eq!(big, FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
+        assert_eq!(FusedTiles::for_network(256, &mnist), FusedTiles::for_batch(256));
+        assert_eq!(FusedTiles::for_network(17, &two), big);
     }
 
     #[test]

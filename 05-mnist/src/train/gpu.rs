@@ -66,7 +66,7 @@ impl<'a> GpuRun<'a> {
         let available = if ctx.is_software() { super::cpu::available_memory() } else { None };
         check_gpu_memory(&ctx.limits, &gpu_buffers(spec, cfg, data, batch, eval_batch)?, batch, available)?;
         // The evaluator shares the trainer's compiled kernels: no pipeline is built twice.
-        let kernels = Kernels::with_options(FusedTiles::for_batch(batch), cfg.matmul.precision());
+        let kernels = Kernels::with_options(FusedTiles::for_network(batch, &spec.layer_shapes()), cfg.matmul.precision());
         let mut trainer = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, batch, cfg.seed, Fusion::Fused)?;
         let mut evaluator = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, eval_batch, cfg.seed, Fusion::Fused)?;
         let kernel = GatherKernel::new(ctx)?;
