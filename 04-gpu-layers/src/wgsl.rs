@@ -25,10 +25,13 @@ use crate::{Activation, MAX_CLASSES, Optimizer};
 /// one invocation per element, `WG` per workgroup, so `len.div_ceil(WG)` workgroups.
 pub const WG: u32 = 256;
 /// `linear_backward_input`: values of k (columns of dx) per workgroup, rows per workgroup, and
-/// the chunk of j (columns of dy) staged at a time (one invocation per k and row: 256).
+/// the chunk of j (columns of dy) staged at a time (one invocation per k and row: 256). In
+/// 784-512-256-10's step at batch 64 on the H200 (`gpu-layers --bench-only --hidden 512,256`,
+/// `results/h200-backward-input-tiles/`), µs alone: 32 x 8 x 64 5.53-5.55, 32 x 8 x 32
+/// 6.72-6.80, 32 x 4 x 32 6.95-6.97, 64 x 4 x 32 7.49-7.52, 32 x 16 x 32 7.74-7.75.
 pub const BACKWARD_INPUT_K: u32 = 32;
 pub const BACKWARD_INPUT_R: u32 = 8;
-pub const BACKWARD_INPUT_J: u32 = 32;
+pub const BACKWARD_INPUT_J: u32 = 64;
 /// `softmax_ce`: one workgroup of `ROW_WG` invocations per row.
 pub const ROW_WG: u32 = 64;
 /// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).
