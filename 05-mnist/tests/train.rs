@@ -62,6 +62,20 @@ fn cpu_learns_a_subset() {
 }
 
 #[test]
+fn an_evaluation_batch_beyond_the_test_set_takes_the_test_set_on_both_devices() {
+    // 1,000 test images: --eval-batch 2^40 would be a huge trainer; both devices clamp it.
+    let huge = TrainConfig { eval_batch: Some(1 << 40), ..config(1) };
+    let cpu = run(&Device::Cpu, subset(), &config(1)).history[0];
+    for device in [Device::Cpu, gpu()] {
+        let m = run(&device, subset(), &huge).history[0];
+        // The CPU exactly; the GPU within the 0.3% that gpu_learns_a_subset_and_agrees_with_the_cpu allows.
+        let allowed = if let Device::Cpu = device { 0.0 } else { 0.003 };
+        assert!((m.test_acc - cpu.test_acc).abs() <= allowed, "{}: {} vs {}", device.describe(), m.test_acc, cpu.test_acc);
+        assert!((m.test_loss - cpu.test_loss).abs() <= 1e-4 * cpu.test_loss, "{}: {} vs {}", device.describe(), m.test_loss, cpu.test_loss);
+    }
+}
+
+#[test]
 fn gpu_learns_a_subset_and_agrees_with_the_cpu() {
     let cfg = config(2);
     let gpu_out = run(&gpu(), subset(), &cfg);

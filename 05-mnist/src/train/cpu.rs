@@ -17,13 +17,14 @@ use crate::model_io::Model;
 /// The CPU trainer of a run: batches of up to `batch` rows, parameters seeded by `cfg.seed`.
 /// Its tensors hold the larger of `batch` and [`eval_rows`] rows: the test set is evaluated in
 /// big batches (fewer, bigger products, which the threads share well).
-pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, batch: usize) -> Result<CpuTrainer> {
-    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(eval_rows(cfg)), cfg.seed)?)
+pub(super) fn trainer(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize) -> Result<CpuTrainer> {
+    Ok(CpuTrainer::new(spec, cfg.optimizer, batch.max(eval_rows(cfg, data)), cfg.seed)?)
 }
 
-/// Rows per evaluation batch on the CPU: `--eval-batch`, else [`CPU_EVAL_ROWS`].
-fn eval_rows(cfg: &TrainConfig) -> usize {
-    cfg.eval_batch.unwrap_or(CPU_EVAL_ROWS)
+/// Rows per evaluation batch on the CPU: `--eval-batch`, else [`CPU_EVAL_ROWS`]; at most the
+/// test set.
+fn eval_rows(cfg: &TrainConfig, data: &Mnist) -> usize {
+    cfg.eval_batch.unwrap_or(CPU_EVAL_ROWS).min(data.test.len().max(1))
 }
 
 /// An `async fn` only so that a browser page can `breathe` (yield to its event loop) after
@@ -37,8 +38,8 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
     mut breathe: impl FnMut() -> B,
 ) -> Result<TrainOutcome> {
     let batch = cfg.batch_size.min(data.train.len());
-    check_memory(spec, batch.max(eval_rows(cfg)), available_memory())?; // the rows `trainer` allocates
-    let mut net = trainer(spec, cfg, batch)?;
+    check_memory(spec, batch.max(eval_rows(cfg, data)), available_memory())?; // the rows `trainer` allocates
+    let mut net = trainer(spec, cfg, data, batch)?;
     let n = data.train.len();
     let batches = n.div_ceil(batch);
     let mut history = Vec::new();
@@ -77,7 +78,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         }
         let seconds = start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
-        let test = evaluate_cpu(&mut net, &data.test, eval_rows(cfg), epoch, cfg)?;
+        let test = evaluate_cpu(&mut net, &data.test, eval_rows(cfg, data), epoch, cfg)?;
         let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
@@ -112,7 +113,7 @@ pub fn check_memory(spec: &NetworkSpec, batch: usize, available: Option<u128>) -
     match available {
         Some(limit) if need > limit => Err(crate::MnistError::InvalidArgument(format!(
             "--device cpu: {} at batch {batch} needs about {:.1} GiB of memory, more than the {:.1} GiB available; \
-             use a smaller --batch-size or narrower layers",
+             use a smaller --batch-size or --eval-batch, or narrower layers",
             spec.describe(),
             need as f64 / (1u64 << 30) as f64,
             limit as f64 / (1u64 << 30) as f64

@@ -155,7 +155,7 @@ pub async fn first_batch_loss(device: &Device, data: &Mnist, cfg: &TrainConfig) 
     let lr = cfg.schedule.lr(cfg.lr(), 1, cfg.epochs);
     let m = match device {
         Device::Cpu => {
-            let mut net = cpu::trainer(&spec, cfg, batch)?;
+            let mut net = cpu::trainer(&spec, cfg, data, batch)?;
             net.set_learning_rate(lr)?;
             let (x, labels) = gather_batch_cpu(&data.train, &order, 0, batch);
             net.train_step(&Matrix::new(batch, PIXELS, x).map_err(LayersError::from)?, &labels)?;
