@@ -170,9 +170,12 @@ impl FusedTiles {
     /// 1024 --batch 256` and `--hidden 512 --batch 512`, `results/h200-sweep-1024-b256.txt`).
     /// The widths and batches of `--sweep`'s wide-layer table are measured with these.
     pub fn for_batch(max_batch: usize) -> FusedTiles {
-        let d = FusedTiles::DEFAULT;
-        if max_batch > 64 { FusedTiles { forward_tr: 4, output_wg: 512, ..d } } else { d }
+        if max_batch > 64 { FusedTiles::BIG_ROWS } else { FusedTiles::DEFAULT }
     }
+
+    /// [`FusedTiles::DEFAULT`] with 4 forward rows per workgroup and 512 output-layer
+    /// invocations per row: the tiles of big batches and of wide layers.
+    const BIG_ROWS: FusedTiles = FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT };
 
     /// The tiles for a network whose layers are `[inputs] -> [outputs]` (`shapes`, first to last)
     /// in batches of up to `max_batch` rows: [`FusedTiles::for_batch`], and the same bigger
@@ -183,7 +186,7 @@ impl FusedTiles {
     /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
     /// merged `forward_output` uses neither.
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
-        if shapes.iter().any(|&(_, outputs)| outputs >= 512) { FusedTiles::for_batch(max_batch.max(65)) } else { FusedTiles::for_batch(max_batch) }
+        if shapes.iter().any(|&(_, outputs)| outputs >= 512) { FusedTiles::BIG_ROWS } else { FusedTiles::for_batch(max_batch) }
     }
 
     /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
