@@ -1,5 +1,5 @@
-// loss.wgsl: how the loss kernels (softmax_ce.wgsl, output_layer.wgsl) add a row's loss to the
-// counters. Prepended after common.wgsl; the including kernel declares `counters`
+// loss.wgsl: how the loss kernels (softmax_ce.wgsl, output_layer.wgsl, output_wide.wgsl,
+// mse.wgsl) add a row's loss to the counters, and what the softmax ones write for each class. Prepended after common.wgsl; the including kernel declares `counters`
 // (array<atomic<u32>>).
 
 // Adds one row's loss to the 64-bit fixed-point sum in counters[LO], counters[HI] (units of
@@ -25,4 +25,14 @@ fn add_loss(loss: f32) {
     if high != 0u {
         atomicAdd(&counters[COUNTER_LOSS_HI], high);
     }
+}
+
+// What a softmax kernel writes for class c of a row whose probability is `prob`: the probability
+// (MODE_EVAL, MODE_PREDICT), or in training dL/dz_c = (p_c - [c == label]) * inv_rows, 0 for a
+// row with a bad label (which is counted instead and contributes nothing).
+fn output_value(prob: f32, c: u32, label: u32, label_ok: bool, mode: u32, inv_rows: f32) -> f32 {
+    if mode == MODE_TRAIN {
+        return select(0.0, (prob - select(0.0, 1.0, c == label)) * inv_rows, label_ok);
+    }
+    return prob;
 }

@@ -118,30 +118,20 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
             }
         }
         for (var c = t; c < classes; c += per_row) {
-            out[row * classes + c] = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok);
+            out[row * classes + c] = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
         }
         // Backpropagate into the layer below, straight from workgroup memory.
         if backprop {
             for (var k = t; k < k_len; k += per_row) {
                 var g = 0.0;
                 for (var c = 0u; c < classes; c++) {
-                    let dz = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok);
+                    let dz = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
                     g += dz * weight(w_staged, k * classes + c);
                 }
                 dh[row * k_len + k] = g * activate_grad(hidden(h_staged, lr, row, k), p.hidden_act);
             }
         }
     }
-}
-
-// What `out` receives for class c of a row: the probability (evaluation, prediction), or in
-// training dL/dz_c = (p_c - [c == label]) / batch, 0 for a row with a bad label (which was
-// counted above and contributes nothing).
-fn output_value(prob: f32, c: u32, label: u32, label_ok: bool) -> f32 {
-    if p.mode == MODE_TRAIN {
-        return select(0.0, (prob - select(0.0, 1.0, c == label)) * batch.inv_rows, label_ok);
-    }
-    return prob;
 }
 
 // w_sh[i] = out_params[i] for i in [0, len), by all OUT_WG invocations, eight loads in flight each

@@ -80,13 +80,8 @@ fn softmax_ce_row(lid: u32, classes: u32, label: u32, mode: u32, inv_rows: f32, 
 
     // 3. Probabilities, or the gradient. Each invocation rewrites only its own classes.
     for (var c = lid; c < classes; c += ROW_WG) {
-        let prob = exp(row_values[c] - m) / total;
-        if mode == MODE_TRAIN {
-            // A row with a bad label contributes nothing (and is counted below).
-            row_values[c] = select(0.0, (prob - select(0.0, 1.0, c == label)) * inv_rows, label_ok);
-        } else {
-            row_values[c] = prob;
-        }
+        // (A row with a bad label contributes nothing, and is counted below.)
+        row_values[c] = output_value(exp(row_values[c] - m) / total, c, label, label_ok, mode, inv_rows);
     }
 
     // 4. Metrics, once per row. The step counter is what Adam's bias correction reads.

@@ -22,6 +22,7 @@
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
 //! | `LinearForward`, `B x out >= tiled_min`, not gathering | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
+//! | `OutputLayer`, `h` of at least `wide_min` columns, at most 16 classes | `output_wide` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B` (one per row) |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
@@ -480,8 +481,10 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 Some((v, a)) => (buf(v.tensor), act(a)),
                 None => (&tape.placeholders_rw[0], Activation::code(None)),
             };
-            // As many rows per workgroup as the tiles say and the workgroup's logits hold.
-            let rows_per_group = tiles.output_rows.min(wgsl::OUTPUT_Z_SHARED / out.cols.max(1) as u32).max(1);
+            // output_wide takes one row per workgroup; output_layer as many as the tiles say and
+            // the workgroup's logits hold.
+            let wide = tiles.output_wide(h.cols, out.cols, &ctx.limits);
+            let rows_per_group = if wide { 1 } else { tiles.output_rows.min(wgsl::OUTPUT_Z_SHARED / out.cols.max(1) as u32).max(1) };
             let params_u = OutputLayerParams {
                 inputs: u32_(h.cols),
                 classes: u32_(out.cols),
@@ -491,7 +494,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 _pad: [0; 3],
             };
             kernel(
-                KernelId::OutputLayer,
+                if wide { KernelId::OutputWide } else { KernelId::OutputLayer },
                 &m.uniform(ctx, name, &params_u),
                 &[buf(h.tensor), buf(params), buf(labels), buf(out.tensor), dh_buf, buf(counters), batch],
                 per_row(rows(&h).div_ceil(rows_per_group as usize))?,

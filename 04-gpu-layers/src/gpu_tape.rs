@@ -372,6 +372,7 @@ impl Planned {
                 Op::LinearForward { x, y, .. } => {
                     forward_kernel_id(tiles, limits, x.rows.at(max_batch), y.cols, gather && i == 0).name()
                 }
+                Op::OutputLayer { h, out, .. } if tiles.output_wide(h.cols, out.cols, limits) => KernelId::OutputWide.name(),
                 ref op => op.kernel_name(),
             },
         }

@@ -33,6 +33,8 @@ pub enum KernelId {
     /// The register-blocked forward for wide layers in big batches (`linear_forward_tiled.wgsl`).
     LinearForwardTiled,
     OutputLayer,
+    /// The output layer of a wide hidden layer with few classes (`output_wide.wgsl`).
+    OutputWide,
     /// `linear_forward` and `output_layer` in one dispatch (`forward_output.wgsl`).
     ForwardOutput,
     /// `forward_output` gathering its batch from byte images (`forward_input_gather.wgsl`).
@@ -54,7 +56,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 22] = [
+    pub const ALL: [KernelId; 23] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -66,6 +68,7 @@ impl KernelId {
         KernelId::LinearForwardGather,
         KernelId::LinearForwardTiled,
         KernelId::OutputLayer,
+        KernelId::OutputWide,
         KernelId::ForwardOutput,
         KernelId::ForwardOutputGather,
         KernelId::ForwardOutputSplit,
@@ -92,6 +95,7 @@ impl KernelId {
             KernelId::LinearForwardGather => "linear_forward (gathering)",
             KernelId::LinearForwardTiled => "linear_forward_tiled",
             KernelId::OutputLayer => "output_layer",
+            KernelId::OutputWide => "output_wide",
             KernelId::ForwardOutput => "forward_output",
             KernelId::ForwardOutputGather => "forward_output (gathering)",
             KernelId::ForwardOutputSplit => "forward_output (split)",
@@ -137,6 +141,12 @@ impl KernelId {
                 ("OUT_Z_SHARED", wgsl::OUTPUT_Z_SHARED),
                 ("W_SHARED", fit.output_w_shared),
                 ("H_SHARED", fit.output_h_shared),
+            ],
+            KernelId::OutputWide => vec![
+                ("OW_WG", wgsl::OUTPUT_WIDE_WG),
+                ("OW_KPI", wgsl::OUTPUT_WIDE_KPI),
+                ("OW_C", wgsl::OUTPUT_WIDE_CLASSES),
+                ("OW_S", wgsl::OUTPUT_WIDE_SLICES),
             ],
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);
@@ -206,6 +216,7 @@ impl KernelId {
                 ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
             }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
+            KernelId::OutputWide => ("shaders/output_wide.wgsl", include_str!("../shaders/output_wide.wgsl")),
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 ("shaders/forward_output.wgsl", include_str!("../shaders/forward_output.wgsl"))
             }
@@ -229,7 +240,7 @@ impl KernelId {
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
         let output =
             matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit);
-        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse) {
+        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide) {
             files.push(("shaders/loss.wgsl", LOSS));
         }
         if output {

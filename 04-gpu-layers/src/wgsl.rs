@@ -41,6 +41,13 @@ pub const COLUMN_SUM_COLS: u32 = 32;
 /// takes at most `OUT_Z_SHARED / classes` rows.
 pub const OUTPUT_Z_SHARED: u32 = MAX_CLASSES as u32;
 
+/// `output_wide`: invocations per workgroup (one row each), values of k each invocation holds per
+/// chunk, classes held in registers (the most it takes), and slices per class in its sum.
+pub const OUTPUT_WIDE_WG: u32 = 256;
+pub const OUTPUT_WIDE_KPI: u32 = 4;
+pub const OUTPUT_WIDE_CLASSES: u32 = 16;
+pub const OUTPUT_WIDE_SLICES: u32 = 16;
+
 /// `forward_output`: the most classes it merges (its logits take `TR x MERGED_MAX_CLASSES`
 /// floats of workgroup memory).
 pub const MERGED_MAX_CLASSES: u32 = 32;
@@ -122,6 +129,11 @@ pub struct FusedTiles {
     pub tiled_k: u32,
     /// `linear_forward_tiled`: slices of each k round (`FT_S`: 1, 2, 4 or 8, at most `FT_K / 4`).
     pub tiled_s: u32,
+    /// An `OutputLayer` on an `h` of at least this many columns, with at most
+    /// [`OUTPUT_WIDE_CLASSES`] classes, runs `output_wide` (each invocation holds a few columns
+    /// of `h` and all classes) instead of `output_layer`, where the device allows it
+    /// ([`FusedTiles::output_wide`]); `u32::MAX`: never.
+    pub wide_min: u32,
 }
 
 impl FusedTiles {
@@ -161,6 +173,7 @@ impl FusedTiles {
         tiled_n: 64,
         tiled_k: 32,
         tiled_s: 2,
+        wide_min: 256,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -248,6 +261,9 @@ impl FusedTiles {
             add(format!("tiled K {k}"), FusedTiles { tiled_k: k, ..tiled });
         }
         add("never tiled".into(), FusedTiles { tiled_min: u32::MAX, ..d });
+        // output_wide on every output layer it can take, and never (output_layer everywhere).
+        add("output wide".into(), FusedTiles { wide_min: 1, ..d });
+        add("never wide".into(), FusedTiles { wide_min: u32::MAX, ..d });
         out
     }
 
@@ -285,6 +301,25 @@ impl FusedTiles {
         (rows * outputs) as u64 >= self.tiled_min as u64
             && needs.invocations <= limits.max_compute_invocations_per_workgroup
             && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+    }
+
+    /// Whether an `OutputLayer` on `inputs` columns of `h` with `classes` classes runs
+    /// `output_wide`: at least [`FusedTiles::wide_min`] inputs, at most [`OUTPUT_WIDE_CLASSES`]
+    /// classes, on a device that allows its invocations and workgroup memory
+    /// ([`FusedTiles::output_wide_needs`]; not WebGPU's default 16 KiB).
+    pub fn output_wide(&self, inputs: usize, classes: usize, limits: &wgpu::Limits) -> bool {
+        let needs = Self::output_wide_needs();
+        inputs as u64 >= self.wide_min as u64
+            && classes <= OUTPUT_WIDE_CLASSES as usize
+            && needs.invocations <= limits.max_compute_invocations_per_workgroup
+            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+    }
+
+    /// What `output_wide` needs of a device: its invocations; the partial logits of every
+    /// invocation, the slices' sums and the logits; the storage buffers it declares.
+    pub fn output_wide_needs() -> Needs {
+        let (wg, c, s) = (OUTPUT_WIDE_WG, OUTPUT_WIDE_CLASSES, OUTPUT_WIDE_SLICES);
+        Needs { invocations: wg, workgroup_bytes: 4 * (c * wg + c * s + c), storage_buffers: 6 }
     }
 
     /// These tiles on a device that allows `max_invocations` per workgroup (WebGPU's default is
@@ -841,7 +876,9 @@ mod tests {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
             // The merged forward_output runs only where FusedTiles::merges allows it (below).
             // The split step's kernels run only where FusedTiles::splits allows them (below).
-            for id in KernelId::ALL.into_iter().filter(|id| !id.name().starts_with("forward_output") && !id.is_split()) {
+            // output_wide runs only where FusedTiles::output_wide allows it (below).
+            let conditional = |id: &KernelId| id.name().starts_with("forward_output") || id.is_split() || *id == KernelId::OutputWide;
+            for id in KernelId::ALL.into_iter().filter(|id| !conditional(id)) {
                 let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
                 let n = needs(&compile(id.name(), &id.source(&tiles, fit)));
                 assert!(n.invocations <= limit.invocations, "{} with {fit:?}: {n:?}", id.name());
@@ -947,6 +984,22 @@ mod tests {
         assert_eq!(d.fitted(64).tiled_s, 1);
         assert!(!d.forward_tiled(256, 1024, &few));
         assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, &defaults));
+    }
+
+    #[test]
+    fn output_wide_needs_say_what_it_needs_and_which_layers_take_it() {
+        let id = KernelId::OutputWide;
+        let n = needs(&compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE)));
+        assert_eq!(n, FusedTiles::output_wide_needs());
+        // The default rule: 784-1024-10's and 784-512-256-10's output layers (1,024 and 256
+        // inputs, 10 classes) take it, 784-128-10's does not (it merges anyway), nor 17 classes,
+        // nor WebGPU's default 16 KiB of workgroup memory; lavapipe (the CI machine) runs it.
+        let (defaults, lavapipe) = (wgpu::Limits::defaults(), lavapipe_limits());
+        let d = FusedTiles::DEFAULT;
+        assert!(d.output_wide(1024, 10, &lavapipe) && d.output_wide(256, 10, &lavapipe) && d.output_wide(256, 16, &lavapipe));
+        assert!(!d.output_wide(128, 10, &lavapipe) && !d.output_wide(1024, 17, &lavapipe));
+        assert!(!d.output_wide(1024, 10, &defaults));
+        assert!(!FusedTiles { wide_min: u32::MAX, ..d }.output_wide(4096, 10, &lavapipe));
     }
 
     #[test]

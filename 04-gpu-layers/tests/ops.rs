@@ -531,6 +531,53 @@ fn output_layer_fused_every_mode() {
     }
 }
 
+/// `output_wide` against the CPU in every mode: wide `h` (one chunk of k, exactly one, two and a
+/// short one), 1 to 16 classes, and with `wide_min` 1 the narrow shapes too (most invocations
+/// past k); each checked to run `output_wide`. 17 classes stay with `output_layer`.
+#[test]
+fn output_wide_every_mode() {
+    let everywhere = FusedTiles { wide_min: 1, ..FusedTiles::DEFAULT };
+    let limits = &test_context().limits;
+    let cases = [
+        (FusedTiles::DEFAULT, 256, 10),
+        (FusedTiles::DEFAULT, 1024, 16),
+        (FusedTiles::DEFAULT, 1025, 2),
+        (FusedTiles::DEFAULT, 2100, 10),
+        (everywhere, 1, 2),
+        (everywhere, 17, 1),
+        (everywhere, 65, 16),
+        (everywhere, 129, 3),
+    ];
+    for (tiles, i, classes) in cases {
+        let kernels = Kernels::with_tiles(tiles);
+        for (mb, b) in BATCHES {
+            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                for below in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
+                    let mut c = Case::new();
+                    // Labels up to one past the classes: some rows have a bad label.
+                    c.label_range = classes as u32 + 1;
+                    let h = c.tensor("h", Dim::Batch, i, Elem::F32);
+                    let params = c.tensor("params", Dim::Fixed(i + 1), classes, Elem::F32);
+                    let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
+                    let out = c.output("out", Dim::Batch, classes);
+                    let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+                    let dh = below.map(|act| {
+                        let t = if mode == Mode::Train { c.output("dh", Dim::Batch, i) } else { c.tensor("dh", Dim::Batch, i, Elem::F32) };
+                        (c.view(t), act)
+                    });
+                    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, counters, mode };
+                    c.check_with(&kernels, std::slice::from_ref(&op), mb, b, tol(i));
+                    assert_eq!(gpu_layers::plan(&[op], &tiles, false, limits, mb), ["output_wide"], "{i} x {classes}");
+                }
+            }
+        }
+    }
+    let h = View { tensor: TensorId(0), rows: Dim::Batch, cols: 1024 };
+    let out = View { tensor: TensorId(3), rows: Dim::Batch, cols: 17 };
+    let op = Op::OutputLayer { h, params: TensorId(1), labels: TensorId(2), out, dh: None, counters: TensorId(4), mode: Mode::Eval };
+    assert_eq!(gpu_layers::plan(&[op], &everywhere, false, limits, 64), ["output_layer"]);
+}
+
 /// A hidden layer and the output layer on top of it: `[LinearForward, OutputLayer]`, which the
 /// GPU tape runs as one `forward_output` dispatch where the shapes allow.
 fn forward_then_output(c: &mut Case, (i, hidden, classes): (usize, usize, usize), act: Option<Activation>, mode: Mode) -> [Op; 2] {
