@@ -9,11 +9,15 @@
 // Each workgroup owns a T x T tile of one layer's parameters (workgroups 0..b.first_group are
 // layer a's tiles, the rest layer b's). The batch is the reduction dimension. Its rows are
 // staged in workgroup memory, UPD_R at a time (64: all of an MNIST batch in one round), by all
-// invocations at once: one round of loads, coalesced along k and j. The 64 x UPD_RS invocations
-// are UPD_RS slices of the batch times an 8 x 8 grid of 4 x 4 parameter blocks: each invocation
-// sums every UPD_RS-th row for its 16 parameters (one vec4 of x and one of dy per row, 16
-// multiply-adds), then the slices' partial sums meet in workgroup memory and each invocation
-// moves 1024 / (64 x UPD_RS) parameters. Splitting the batch over slices shortens each chain of
+// invocations at once: one round of loads, coalesced along k and j. The invocations are UPD_RS
+// slices of the batch times a grid of UPD_B x UPD_B parameter blocks (T = 32, UPD_B = 4: an
+// 8 x 8 grid of 4 x 4 blocks, 64 x UPD_RS invocations): each invocation sums every UPD_RS-th
+// row for its block (UPD_B / 4 vec4 of x and of dy per row, UPD_B^2 multiply-adds), then the
+// slices' partial sums meet in workgroup memory and each invocation moves T^2 / invocations
+// parameters. An 8 x 8 block (UPD_B = 8) does 64 multiply-adds per 4 loads of workgroup memory
+// instead of 16 per 2, for wide layers in big batches; its 4 x 4 quads are strided (quads
+// bk, bk + T / 8 along k, the same along j), so that neighbouring invocations read neighbouring
+// vec4 of the staged rows. Splitting the batch over slices shortens each chain of
 // dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4, 8. With
 // UPD_PRE = 1 the parameters and their optimizer state are loaded at the start, while the rows
 // are staged, because they do not depend on the gradient; with UPD_PRE = 0 they are loaded at
@@ -58,14 +62,17 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
-// T (the tile side the host divides by), UPD_RS (batch slices), UPD_R (rows per round) and
-// UPD_PRE come from the prelude (src/wgsl.rs, `FusedTiles`).
-const TQ: u32 = T / 4u;                  // 4-wide blocks along a tile side
-const THREADS: u32 = TQ * TQ * UPD_RS;   // invocations per workgroup
+// T (the tile side the host divides by), UPD_B (an invocation's block side: 4 or 8), UPD_RS
+// (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/wgsl.rs,
+// `FusedTiles`).
+const TQ: u32 = T / 4u;                  // 4-wide quads along a tile side
+const BQ: u32 = UPD_B / 4u;              // quads along an invocation's block side
+const TB: u32 = T / UPD_B;               // blocks along a tile side
+const THREADS: u32 = TB * TB * UPD_RS;   // invocations per workgroup
 const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at the end
 
 // x rows (k0..k0+T) in the first half, dy rows (j0..j0+T) in the second, as vec4 quads; after
-// the last round the slices' partial sums: [UPD_RS][TQ * TQ][4] vec4.
+// the last round the slices' partial sums: [UPD_RS][T][TQ] vec4 (slice, k, quad of j).
 var<workgroup> sh: array<vec4<f32>, max(2u * UPD_R * TQ, UPD_RS * TQ * TQ * 4u)>;
 
 // WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
@@ -190,10 +197,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let tile = wid.x - shape.first_group;
     let k0 = (tile / shape.tiles_n) * T;
     let j0 = (tile % shape.tiles_n) * T;
-    let q = li % (TQ * TQ); // this invocation's 4 x 4 block: rows 4 qk.., columns 4 qj..
-    let s = li / (TQ * TQ); // and its slice of the batch
-    let qk = q / TQ;
-    let qj = q % TQ;
+    let q = li % (TB * TB); // this invocation's block: quads bk + a TB along k (a < BQ) and
+    let s = li / (TB * TB); // bj + b TB along j (b < BQ); and its slice of the batch
+    let bk = q / TB;
+    let bj = q % TB;
     // The split step's prologue: layer a's partial sums for the first batch, nothing else.
     let partials_only = u.split.partials_only == 1u;
     if partials_only && is_b {
@@ -213,7 +220,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
 
-    var acc: array<vec4<f32>, 4>; // acc[a][b]: parameter (4 qk + a, 4 qj + b)
+    // acc[(a * 4 + e) * BQ + b][f]: parameter (4 (bk + a TB) + e, 4 (bj + b TB) + f)
+    var acc: array<vec4<f32>, 4u * BQ * BQ>;
     let rows = select(batch.rows, 0u, partials_only);
     for (var r0 = 0u; r0 < rows; r0 += UPD_R) {
         // Stage UPD_R rows: quad i of the x half is row i / TQ, columns 4 (i % TQ).., the same
@@ -232,19 +240,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
         for (var rr = s; rr < UPD_R; rr += UPD_RS) {
-            let xv = sh[rr * TQ + qk];
-            let dv = sh[UPD_R * TQ + rr * TQ + qj];
-            acc[0] += xv.x * dv;
-            acc[1] += xv.y * dv;
-            acc[2] += xv.z * dv;
-            acc[3] += xv.w * dv;
+            var xv: array<vec4<f32>, BQ>;
+            var dv: array<vec4<f32>, BQ>;
+            for (var a = 0u; a < BQ; a++) {
+                xv[a] = sh[rr * TQ + bk + a * TB];
+                dv[a] = sh[UPD_R * TQ + rr * TQ + bj + a * TB];
+            }
+            for (var a = 0u; a < BQ; a++) {
+                for (var b = 0u; b < BQ; b++) {
+                    acc[(a * 4u) * BQ + b] += xv[a].x * dv[b];
+                    acc[(a * 4u + 1u) * BQ + b] += xv[a].y * dv[b];
+                    acc[(a * 4u + 2u) * BQ + b] += xv[a].z * dv[b];
+                    acc[(a * 4u + 3u) * BQ + b] += xv[a].w * dv[b];
+                }
+            }
         }
         workgroupBarrier();
     }
 
     // The slices' partial sums meet in workgroup memory (the staging area is free now).
-    for (var a = 0u; a < 4u; a++) {
-        sh[(s * TQ * TQ + q) * 4u + a] = acc[a];
+    for (var a = 0u; a < BQ; a++) {
+        for (var e = 0u; e < 4u; e++) {
+            for (var b = 0u; b < BQ; b++) {
+                sh[(s * T + 4u * (bk + a * TB) + e) * TQ + bj + b * TB] = acc[(a * 4u + e) * BQ + b];
+            }
+        }
     }
     workgroupBarrier();
     var moved: array<f32, PER_THREAD>; // element e = li + m * THREADS of the tile, after the step
@@ -252,10 +272,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let e = li + m * THREADS;
         let kk = e / T;
         let jj = e % T;
-        let block = (kk / 4u) * TQ + jj / 4u;
         var g = 0.0;
         for (var t = 0u; t < UPD_RS; t++) {
-            g += sh[(t * TQ * TQ + block) * 4u + kk % 4u][jj % 4u];
+            g += sh[(t * T + kk) * TQ + jj / 4u][jj % 4u];
         }
         var p = pre[m];
         if UPD_PRE == 0u {

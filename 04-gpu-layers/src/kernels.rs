@@ -177,8 +177,11 @@ impl KernelId {
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
                 let slices = if self == KernelId::LinearUpdateSplit { tiles.split_slices } else { tiles.update_slices };
+                let split = self == KernelId::LinearUpdateSplit;
                 let mut c = vec![
                     ("T", tiles.update_t),
+                    // The split step's last phase is written for 4 x 4 blocks.
+                    ("UPD_B", if split { 4 } else { tiles.update_block }),
                     ("UPD_R", tiles.update_r),
                     ("UPD_RS", slices),
                     ("UPD_PRE", tiles.update_preload as u32),

@@ -85,6 +85,9 @@ pub struct FusedTiles {
     /// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (`T`: 16,
     /// 32 or 64); its invocations own 4 x 4 blocks of it.
     pub update_t: u32,
+    /// `linear_update`: the side of each invocation's block of parameters (`UPD_B`: 4 or 8, at
+    /// most `T / 2`); the split step's update always takes 4.
+    pub update_block: u32,
     /// `linear_update`: rows of the batch staged per round (`UPD_R`: 32, 64 or 128), as vec4
     /// quads of the tile's x and dy columns: `2 x UPD_R x T / 4` vec4 of workgroup memory, which
     /// then holds the slices' partial sums (`UPD_RS x (T / 4)^2 x 4` vec4), whichever is larger.
@@ -159,6 +162,7 @@ impl FusedTiles {
         output_rows: 1,
         update_slices: 4,
         update_t: 32,
+        update_block: 4,
         update_r: 64,
         update_preload: true,
         merge: true,
@@ -240,6 +244,10 @@ impl FusedTiles {
         add("update R 32".into(), FusedTiles { update_r: 32, split_slices: 4, ..d });
         add("update R 128".into(), FusedTiles { update_r: 128, ..d });
         add("update params late".into(), FusedTiles { update_preload: false, ..d });
+        // 8 x 8 blocks per invocation: 64 multiply-adds per 4 loads of workgroup memory.
+        add("update B 8 T 64".into(), FusedTiles { update_block: 8, update_t: 64, split_slices: 2, ..d });
+        add("update B 8 T 64 slices 8".into(), FusedTiles { update_block: 8, update_t: 64, update_slices: 8, split_slices: 2, ..d });
+        add("update B 8 slices 8".into(), FusedTiles { update_block: 8, update_slices: 8, ..d });
         for v in [2, 4] {
             add(format!("split slices {v}"), FusedTiles { split_slices: v, ..d });
         }
@@ -267,10 +275,11 @@ impl FusedTiles {
         out
     }
 
-    /// `linear_update`'s invocations per workgroup: a 4 x 4 block of the tile each, per slice of
-    /// the batch.
+    /// `linear_update`'s invocations per workgroup: a block of the tile each (`update_block` on a
+    /// side), per slice of the batch.
     pub fn update_invocations(&self) -> u32 {
-        (self.update_t / 4) * (self.update_t / 4) * self.update_slices
+        let blocks = self.update_t / self.update_block.max(1);
+        blocks * blocks * self.update_slices
     }
 
     /// `linear_forward_tiled`'s invocations per workgroup: a 4 x 4 block of outputs each, per
@@ -430,8 +439,11 @@ impl FusedTiles {
             return fail("linear_forward needs TN, KS >= 1, 1 <= TR <= 16, 1 <= U <= 32".into());
         }
         let (ut, ur) = (t.update_t, t.update_r);
-        for us in [t.update_slices, t.split_slices] {
-            let update_threads = (ut / 4) * (ut / 4) * us;
+        if ![4, 8].contains(&t.update_block) || t.update_block > ut / 2 {
+            return fail("linear_update needs blocks of 4 or 8, at most half its tile side".into());
+        }
+        for (us, ub) in [(t.update_slices, t.update_block), (t.split_slices, 4)] {
+            let update_threads = (ut / ub) * (ut / ub) * us;
             if !pow2(us) || us > 8 || ![16, 32, 64].contains(&ut) || ![32, 64, 128].contains(&ur) || !(ur * ut / 4).is_multiple_of(update_threads) {
                 return fail(format!(
                     "linear_update needs 1, 2, 4 or 8 slices (split or not), T of 16, 32 or 64, 32, 64 or 128 rows per round, and its \

@@ -480,8 +480,19 @@ fn linear_backward_input_fused() {
     }
 }
 
+/// `linear_update` in its default 4 x 4 blocks and in 8 x 8 blocks (tiles of 64 and of 32).
 #[test]
 fn linear_update_fused_one_and_two_layers() {
+    let d = FusedTiles::DEFAULT;
+    let b8 = FusedTiles { update_block: 8, update_t: 64, split_slices: 2, ..d };
+    let b8_t32 = FusedTiles { update_block: 8, update_slices: 8, ..d };
+    for tiles in [d, b8, b8_t32] {
+        let kernels = Kernels::with_tiles(tiles);
+        linear_update_cases(&kernels);
+    }
+}
+
+fn linear_update_cases(kernels: &std::sync::Arc<Kernels>) {
     for (mb, b) in BATCHES {
         for ((i, o), (i2, o2)) in [((1, 1), (3, 2)), ((17, 63), (63, 5)), ((65, 17), (1, 33)), ((129, 257), (31, 32))] {
             for opt in [Optimizer::sgd(0.05, 0.9), Optimizer::adam(0.01)] {
@@ -498,7 +509,7 @@ fn linear_update_fused_one_and_two_layers() {
                     let first = layer(&mut c, "1", i, o);
                     let second = two.then(|| layer(&mut c, "2", i2, o2));
                     let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                    c.check(&[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
+                    c.check_with(kernels, &[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
                 }
             }
         }
