@@ -24,7 +24,9 @@ struct LinearParams {
     inputs: u32,
     outputs: u32,
     act: u32,
-    _pad: u32,
+    // linear_forward_tiled only: > 1 when its k loop is split over that many workgroups
+    // (wid.z), each writing its raw partial sums (no bias, no activation) for output_wide.wgsl.
+    k_split: u32,
 }
 
 // Activations are ACT_NONE (the output layer), ACT_RELU, ACT_TANH, ACT_SIGMOID or ACT_GELU

@@ -24,12 +24,17 @@
 //   bytes in the k loop, made an epoch of 784-1024-10 at batch 256 take 22.4 ms on the H200
 //   against 19.8 with a separate gather dispatch before this one (README, "Wide layers").
 //
+// - split over k (p.k_split > 1: the wide layer below output_wide.wgsl): workgroup z of the
+//   grid takes rounds z * ceil(rounds / k_split) .. of k only and writes its raw partial sums
+//   (no bias, no activation) to y[z][row][col]; output_wide adds them up. k_split times the
+//   workgroups, each walking 1 / k_split of the rounds.
+//
 // FT_M, FT_N, FT_K and FT_S come from the prelude (src/wgsl.rs, `FusedTiles`).
 // `FusedTiles::tiled_min` decides which layers run this kernel instead of linear_forward.
 
 // `p` is the layer's LinearParams (common.wgsl).
 @group(0) @binding(1) var<storage, read> params: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>; // [k_split][batch][out] when split
 @group(0) @binding(3) var<uniform> batch: Batch;
 @group(0) @binding(4) var<uniform> p: LinearParams;
 
@@ -66,15 +71,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var x_next: array<f32, XL>;
     var w_next: array<f32, WL>;
-    // The copies of round k0 into registers; zeros past k and past the columns.
-    let rounds = (k_len + FT_K - 1u) / FT_K;
+    // This workgroup's rounds: all of them, or its share of a split k loop (possibly none).
+    let splits = max(p.k_split, 1u);
+    let all_rounds = (k_len + FT_K - 1u) / FT_K;
+    let per_split = (all_rounds + splits - 1u) / splits;
+    let first_round = min(wid.z * per_split, all_rounds);
+    let rounds = min(first_round + per_split, all_rounds) - first_round;
+    let kb = first_round * FT_K; // its first k
+    // The copies of its first round into registers; zeros past k and past the columns.
     for (var l = 0u; l < XL; l++) {
-        let kk = (tid + l * THREADS) % FT_K;
+        let kk = kb + (tid + l * THREADS) % FT_K;
         x_next[l] = select(0.0, input(starts[l], min(kk, k_len - 1u)), kk < k_len);
     }
     for (var l = 0u; l < WL; l++) {
         let e = tid + l * THREADS;
-        let kk = e / FT_N;
+        let kk = kb + e / FT_N;
         let col = col0 + e % FT_N;
         w_next[l] = select(0.0, params[min(kk, k_len - 1u) * n + min(col, n - 1u)], kk < k_len && col < n);
     }
@@ -100,7 +111,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
         // The next round's copies, in flight during this round's multiply-adds.
         if t + 1u < rounds {
-            let k0 = (t + 1u) * FT_K;
+            let k0 = kb + (t + 1u) * FT_K;
             for (var l = 0u; l < XL; l++) {
                 let k = k0 + (tid + l * THREADS) % FT_K;
                 x_next[l] = select(0.0, input(starts[l], min(k, k_len - 1u)), k < k_len);
@@ -130,7 +141,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier(); // everyone is done reading before the next round is stored
     }
 
-    // The slices' partial sums meet; slice 0 adds the bias, activates and writes.
+    // The slices' partial sums meet; slice 0 adds the bias, activates and writes (split over k:
+    // writes the raw sum of its rounds).
     if FT_S > 1u && slice > 0u {
         for (var i = 0u; i < 4u; i++) {
             sh[(((slice - 1u) * MQ + bi) * NQ + bj) * 4u + i] = acc[i];
@@ -148,7 +160,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var c = 0u; c < 4u; c++) {
                 let col = col0 + 4u * bj + c;
                 if row < batch.rows && col < n {
-                    y[row * n + col] = activate(acc[i][c] + params[k_len * n + col], p.act);
+                    if splits > 1u {
+                        y[(wid.z * batch.rows + row) * n + col] = acc[i][c];
+                    } else {
+                        y[row * n + col] = activate(acc[i][c] + params[k_len * n + col], p.act);
+                    }
                 }
             }
         }

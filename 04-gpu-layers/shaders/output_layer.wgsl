@@ -30,9 +30,10 @@ struct OutputLayerParams {
     hidden_act: u32,
     // Rows per workgroup; the grid has ceil(batch / rows_per_group) workgroups.
     rows_per_group: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // output_wide.wgsl only (h from the layer below's partial sums).
+    sums: u32,
+    below_inputs: u32,
+    below_act: u32,
 }
 
 @group(0) @binding(0) var<storage, read> h: array<f32>;

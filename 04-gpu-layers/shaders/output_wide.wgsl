@@ -20,6 +20,12 @@
 // branch. A layer wider than OW_WG x OW_KPI takes its k in several chunks (dh then reloads each).
 // Same math and the same order per class as output_rows.wgsl up to the order of the sum over k,
 // so the CPU twin is the same (cpu::output_layer).
+//
+// With p.sums = 1 it also finishes the layer below: that layer's linear_forward_tiled, split over
+// k into OW_SPLITS workgroups, wrote raw partial sums [split][batch][inputs] of x W, and each
+// invocation adds up the slices of its own values of k, adds the bias, applies the activation
+// and writes h, in the same loads that fetch h otherwise. The split forward gets OW_SPLITS times
+// the workgroups, and this kernel a few more loads in flight.
 
 struct OutputLayerParams {
     inputs: u32,
@@ -27,12 +33,12 @@ struct OutputLayerParams {
     mode: u32,
     hidden_act: u32,
     rows_per_group: u32, // always 1 here
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    sums: u32,           // 1: h from the layer below's partial sums (written here)
+    below_inputs: u32,   // that layer's inputs (its bias is row below_inputs of below_params)
+    below_act: u32,      // and its ACT_* code
 }
 
-@group(0) @binding(0) var<storage, read> h: array<f32>;
+@group(0) @binding(0) var<storage, read_write> h: array<f32>;
 @group(0) @binding(1) var<storage, read> out_params: array<f32>;
 @group(0) @binding(2) var<storage, read> labels: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -40,9 +46,12 @@ struct OutputLayerParams {
 @group(0) @binding(5) var<storage, read_write> counters: array<atomic<u32>>;
 @group(0) @binding(6) var<uniform> batch: Batch;
 @group(0) @binding(7) var<uniform> p: OutputLayerParams;
+@group(0) @binding(8) var<storage, read> partials: array<f32>;     // [OW_SPLITS][batch][inputs]
+@group(0) @binding(9) var<storage, read> below_params: array<f32>; // [(below_inputs + 1), inputs]
 
 // From the prelude: OW_WG invocations, OW_KPI values of k per invocation per chunk, OW_C
-// classes in registers, OW_S slices per class in the reduction (OW_WG / OW_S loads each).
+// classes in registers, OW_S slices per class in the reduction (OW_WG / OW_S loads each), and
+// OW_SPLITS slices of the layer below's partial sums (FusedTiles::tiled_splits).
 var<workgroup> scratch: array<f32, OW_C * OW_WG>; // [class][invocation]: the partial logits
 var<workgroup> slices: array<f32, OW_C * OW_S>;   // [class][slice]
 var<workgroup> z_sh: array<f32, OW_C>;
@@ -52,14 +61,28 @@ var<private> hv: array<f32, OW_KPI>;
 var<private> wv: array<f32, OW_KPI * OW_C>;
 
 // Loads h[row][k] and W[k][0 .. OW_C] for k = base + i * OW_WG + lid, i < OW_KPI. Past the
-// layer's k (or its classes), the last valid index is read and h counts as 0.
-fn load_chunk(row: u32, base: u32, lid: u32) {
+// layer's k (or its classes), the last valid index is read and h counts as 0. With p.sums, h
+// is computed from the partial sums (and written: `write`, once per k).
+fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
     let k_len = p.inputs;
     let classes = p.classes;
     for (var i = 0u; i < OW_KPI; i++) {
         let k = base + i * OW_WG + lid;
         let kk = min(k, k_len - 1u);
-        hv[i] = select(0.0, h[row * k_len + kk], k < k_len);
+        var v: f32;
+        if p.sums == 1u {
+            var z = below_params[p.below_inputs * k_len + kk];
+            for (var s = 0u; s < OW_SPLITS; s++) {
+                z += partials[(s * batch.rows + row) * k_len + kk];
+            }
+            v = activate(z, p.below_act);
+            if write && k < k_len {
+                h[row * k_len + k] = v;
+            }
+        } else {
+            v = h[row * k_len + kk];
+        }
+        hv[i] = select(0.0, v, k < k_len);
         for (var c = 0u; c < OW_C; c++) {
             wv[i * OW_C + c] = out_params[kk * classes + min(c, classes - 1u)];
         }
@@ -87,7 +110,7 @@ fn main(
     // 1. This invocation's partial logits.
     var acc: array<f32, OW_C>;
     for (var base = 0u; base < k_len; base += chunk) {
-        load_chunk(row, base, lid);
+        load_chunk(row, base, lid, true);
         for (var i = 0u; i < OW_KPI; i++) {
             for (var c = 0u; c < OW_C; c++) {
                 acc[c] += hv[i] * wv[i * OW_C + c];
@@ -167,7 +190,7 @@ fn main(
     let one_chunk = k_len <= chunk; // then hv and wv still hold it
     for (var base = 0u; base < k_len; base += chunk) {
         if !one_chunk {
-            load_chunk(row, base, lid);
+            load_chunk(row, base, lid, false);
         }
         for (var i = 0u; i < OW_KPI; i++) {
             let k = base + i * OW_WG + lid;

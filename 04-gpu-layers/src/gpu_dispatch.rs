@@ -22,7 +22,8 @@
 //! | `LinearForward` | `linear_forward` | x, params, y | `LinearParams` | `(out / TN) x (B / TR)` |
 //! | `LinearForward`, `B x out >= tiled_min`, not gathering | `linear_forward_tiled` | x, params, y | `LinearParams` | `(out / FT_N) x (B / FT_M)` |
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
-//! | `OutputLayer`, `h` of at least `wide_min` columns, at most 16 classes | `output_wide` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B` (one per row) |
+//! | `OutputLayer`, `h` of at least `wide_min` columns, at most 16 classes | `output_wide` | h, params, labels, out, dh, counters, (placeholders) | `OutputLayerParams` | `B` (one per row) |
+//! | `LinearForward` + `OutputLayer` (training), `FusedTiles::splits_k` | `linear_forward_tiled (k split)`, then `output_wide (sums)` | x, params, partials; then as `output_wide`, partials and the forward's params | `LinearParams` (`k_split`); `OutputLayerParams` (`sums`) | `(out / FT_N) x (B / FT_M) x tiled_splits`; `B` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
@@ -123,7 +124,7 @@ pub(crate) fn prepare_gathered(
     let uniform = tape.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), _pad: 0 },
+        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: 0 },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
     let bound = gather_bindings(tape, source, buf(params), buf(y.tensor), &uniform, buf(x.tensor), buf(labels));
@@ -471,30 +472,33 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             check_groups(ctx, id.name(), gx.max(gy))?;
             kernel(
                 id,
-                &m.uniform(ctx, name, &LinearParams { inputs: u32_(x.cols), outputs: u32_(y.cols), act: Activation::code(a), _pad: 0 }),
+                &m.uniform(ctx, name, &LinearParams { inputs: u32_(x.cols), outputs: u32_(y.cols), act: Activation::code(a), k_split: 0 }),
                 &[buf(x.tensor), buf(params), buf(y.tensor), batch],
                 (gx as u32, gy as u32, 1),
             )
+        }
+        Op::OutputLayer { h, out, .. } if tiles.output_wide(h.cols, out.cols, &ctx.limits) => {
+            prepare_output_wide(tape, ctx, kernels, op, None)
         }
         Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
             let (dh_buf, hidden_act) = match dh {
                 Some((v, a)) => (buf(v.tensor), act(a)),
                 None => (&tape.placeholders_rw[0], Activation::code(None)),
             };
-            // output_wide takes one row per workgroup; output_layer as many as the tiles say and
-            // the workgroup's logits hold.
-            let wide = tiles.output_wide(h.cols, out.cols, &ctx.limits);
-            let rows_per_group = if wide { 1 } else { tiles.output_rows.min(wgsl::OUTPUT_Z_SHARED / out.cols.max(1) as u32).max(1) };
+            // As many rows per workgroup as the tiles say and the workgroup's logits hold.
+            let rows_per_group = tiles.output_rows.min(wgsl::OUTPUT_Z_SHARED / out.cols.max(1) as u32).max(1);
             let params_u = OutputLayerParams {
                 inputs: u32_(h.cols),
                 classes: u32_(out.cols),
                 mode: mode as u32,
                 hidden_act,
                 rows_per_group,
-                _pad: [0; 3],
+                sums: 0,
+                below_inputs: 0,
+                below_act: 0,
             };
             kernel(
-                if wide { KernelId::OutputWide } else { KernelId::OutputLayer },
+                KernelId::OutputLayer,
                 &m.uniform(ctx, name, &params_u),
                 &[buf(h.tensor), buf(params), buf(labels), buf(out.tensor), dh_buf, buf(counters), batch],
                 per_row(rows(&h).div_ceil(rows_per_group as usize))?,
@@ -507,7 +511,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             check_groups(ctx, name, gx.max(gy))?;
             kernel(
                 KernelId::LinearBackwardInput,
-                &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), _pad: 0 }),
+                &m.uniform(ctx, name, &LinearParams { inputs: u32_(dx.cols), outputs: u32_(dy.cols), act: act(a), k_split: 0 }),
                 &[buf(dy.tensor), buf(params), buf(h.tensor), buf(dx.tensor), batch],
                 (gx as u32, gy as u32, 1),
             )
@@ -583,6 +587,109 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
         }
     }
 }
+
+/// The layer below an `output_wide` that computes `h` from partial sums: the split
+/// `linear_forward_tiled` (`forward`, a `LinearForward`) and the buffer of its partial sums.
+pub(crate) struct BelowSums<'a> {
+    pub forward: &'a Op,
+    pub partials: &'a wgpu::Buffer,
+}
+
+/// An `OutputLayer` as `output_wide`: one row per workgroup, bindings as `output_layer`'s (h, params,
+/// labels, out, dh, counters at 0-5, the batch and its uniform at 6-7), then at 8-9 the partial sums
+/// of the layer below and that layer's parameters (for its bias) when `below` is given, else
+/// placeholders. With `below`, it computes `h = act(sum of the partials + b)` itself and writes it.
+pub(crate) fn prepare_output_wide(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    op: &Op,
+    below: Option<BelowSums<'_>>,
+) -> Result<Step, LayersError> {
+    let Op::OutputLayer { h, params, labels, out, dh, counters, mode } = *op else {
+        return Err(LayersError::Spec(format!("output_wide runs an output_layer, not {}", op.kernel_name())));
+    };
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let (dh_buf, hidden_act) = match dh {
+        Some((v, a)) => (buf(v.tensor), Activation::code(Some(a))),
+        None => (&tape.placeholders_rw[0], Activation::code(None)),
+    };
+    let sums = u32::from(below.is_some());
+    let (partials, below_params, below_inputs, below_act) = match below {
+        Some(BelowSums { forward: Op::LinearForward { x, params, act, .. }, partials }) => {
+            (partials, buf(*params), x.cols as u32, Activation::code(*act))
+        }
+        Some(BelowSums { forward, .. }) => {
+            return Err(LayersError::Spec(format!("output_wide sums the partials of a linear_forward, not {}", forward.kernel_name())));
+        }
+        None => (&tape.placeholder, &tape.placeholder, 0, 0),
+    };
+    let name = KernelId::OutputWide.name();
+    let params_u = OutputLayerParams {
+        inputs: h.cols as u32,
+        classes: out.cols as u32,
+        mode: mode as u32,
+        hidden_act,
+        rows_per_group: 1,
+        sums,
+        below_inputs,
+        below_act,
+    };
+    let uniform = tape.manager.uniform(ctx, name, &params_u);
+    let pipeline = kernels.pipeline(ctx, KernelId::OutputWide)?;
+    let bound = [
+        (0, buf(h.tensor)),
+        (1, buf(params)),
+        (2, buf(labels)),
+        (3, buf(out.tensor)),
+        (4, dh_buf),
+        (5, buf(counters)),
+        (6, &tape.batch_uniform),
+        (7, &uniform),
+        (8, partials),
+        (9, below_params),
+    ];
+    let bind_group = tape.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
+    let groups = ctx.workgroups_1d(h.rows.at(tape.max_batch) as u64, 1)?;
+    Ok(Step::Kernel { pipeline, bind_group, groups, opt_uniform: None })
+}
+
+/// A `LinearForward` as `linear_forward_tiled` split over k into `FusedTiles::tiled_splits`
+/// workgroups along z, each writing its raw partial sums `[split][batch][out]` into `partials`
+/// (for the `output_wide` above it, [`prepare_output_wide`]); bindings as the unsplit kernel's,
+/// `partials` in place of y.
+pub(crate) fn prepare_forward_split(
+    tape: &GpuTape,
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    op: &Op,
+    partials: &wgpu::Buffer,
+) -> Result<Step, LayersError> {
+    let Op::LinearForward { x, params, y, act } = *op else {
+        return Err(LayersError::Spec(format!("only a linear_forward splits its k loop, not {}", op.kernel_name())));
+    };
+    let tiles = kernels.tiles();
+    let buf = |t: TensorId| &tape.buffers[t.0];
+    let (id, (gx, gy)) = forward_kernel(kernels, ctx, x.rows.at(tape.max_batch), y.cols, false);
+    if id != KernelId::LinearForwardTiled {
+        return Err(LayersError::Spec(format!("only linear_forward_tiled splits its k loop, not {}", id.name())));
+    }
+    let name = KERNEL_FORWARD_SPLIT;
+    check_groups(ctx, name, gx.max(gy).max(tiles.tiled_splits as usize))?;
+    let uniform = tape.manager.uniform(
+        ctx,
+        name,
+        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: tiles.tiled_splits },
+    );
+    let pipeline = kernels.pipeline(ctx, id)?;
+    let bound = [(0, buf(x.tensor)), (1, buf(params)), (2, partials), (3, &tape.batch_uniform), (4, &uniform)];
+    let bind_group = tape.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
+    Ok(Step::Kernel { pipeline, bind_group, groups: (gx as u32, gy as u32, tiles.tiled_splits), opt_uniform: None })
+}
+
+/// The names the split pair's two dispatches go by.
+pub(crate) const KERNEL_FORWARD_SPLIT: &str = "linear_forward_tiled (k split)";
+pub(crate) const KERNEL_OUTPUT_SUMS: &str = "output_wide (sums)";
 
 /// Errors if a dispatch needs more workgroups in one dimension than the device allows.
 fn check_groups(ctx: &GpuContext, what: &str, groups: usize) -> Result<(), GpuError> {

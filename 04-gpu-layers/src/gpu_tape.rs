@@ -14,10 +14,11 @@ use common::GpuContext;
 use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
 use crate::gpu_dispatch::{
-    MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output, prepare_gathered, prepare_split_update,
+    BelowSums, KERNEL_FORWARD_SPLIT, KERNEL_OUTPUT_SUMS, MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output,
+    prepare_forward_split, prepare_gathered, prepare_output_wide, prepare_split_update,
 };
 use crate::kernels::{KernelId, Kernels};
-use crate::tape::{Elem, Op, TensorId, TensorInfo};
+use crate::tape::{Elem, Mode, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, FusedTiles, Opt};
 
 /// A prepared tape inside a [`GpuTape`].
@@ -120,8 +121,18 @@ impl GpuTape {
         ops: &[Op],
         gather: Option<(TensorId, &ByteImages<'_>)>,
     ) -> Result<Vec<(&'static str, Step)>, LayersError> {
-        let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits);
         let max_batch = self.max_batch;
+        let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits, max_batch);
+        // The partial sums of each forward split over k, shared with the output layer above it.
+        let mut partials = std::collections::HashMap::new();
+        for p in &planned {
+            if let Planned::SplitForward(i) = *p
+                && let Op::LinearForward { y, .. } = ops[i]
+            {
+                let bytes = 4 * (kernels.tiles().tiled_splits as usize * max_batch * y.cols) as u64;
+                partials.insert(i, self.manager.storage(ctx, "partial sums of a forward split over k", bytes)?);
+            }
+        }
         planned
             .into_iter()
             .map(|p| {
@@ -131,6 +142,11 @@ impl GpuTape {
                         prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], input)?
                     }
                     (Planned::Merged(i), _) => prepare_forward_output(self, ctx, kernels, &ops[i], &ops[i + 1], MergedInput::Tensor)?,
+                    (Planned::SplitForward(i), _) => prepare_forward_split(self, ctx, kernels, &ops[i], &partials[&i])?,
+                    (Planned::SumsOutput(i), _) => {
+                        let below = BelowSums { forward: &ops[i - 1], partials: &partials[&(i - 1)] };
+                        prepare_output_wide(self, ctx, kernels, &ops[i], Some(below))?
+                    }
                     (Planned::One(0), Some((labels, source))) => prepare_gathered(self, ctx, kernels, &ops[0], labels, source)?,
                     (Planned::One(i), _) => prepare(self, ctx, kernels, &ops[i])?,
                 };
@@ -154,7 +170,7 @@ impl GpuTape {
         source: &ByteImages<'_>,
     ) -> Result<Option<TapeId>, LayersError> {
         let tiles = kernels.tiles();
-        let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits);
+        let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits, self.max_batch);
         let (Some(Op::LinearForward { x, params, y, .. }), Some(update)) = (ops.first(), ops.get(2)) else {
             return Ok(None);
         };
@@ -354,11 +370,15 @@ fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
     }
 }
 
-/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged.
+/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
+/// pair a `LinearForward` `i` split over k and the `OutputLayer` `i + 1` that adds up its partial
+/// sums ([`FusedTiles::splits_k`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Planned {
     One(usize),
     Merged(usize),
+    SplitForward(usize),
+    SumsOutput(usize),
 }
 
 impl Planned {
@@ -368,6 +388,8 @@ impl Planned {
         match self {
             Planned::Merged(0) if gather => "forward_output (gathering)",
             Planned::Merged(_) => "forward_output",
+            Planned::SplitForward(_) => KERNEL_FORWARD_SPLIT,
+            Planned::SumsOutput(_) => KERNEL_OUTPUT_SUMS,
             Planned::One(i) => match ops[i] {
                 Op::LinearForward { x, y, .. } => {
                     forward_kernel_id(tiles, limits, x.rows.at(max_batch), y.cols, gather && i == 0).name()
@@ -383,13 +405,13 @@ impl Planned {
 /// device of `limits` (the first op gathering its batch when `gather`), by kernel name, without
 /// a device: what [`GpuTape::add_tape`] and [`GpuTape::add_gathered_tape`] will prepare.
 pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> Vec<&'static str> {
-    let (ops, planned) = plan_ops(ops, tiles, gather, limits);
+    let (ops, planned) = plan_ops(ops, tiles, gather, limits, max_batch);
     planned.into_iter().map(|p| p.name(&ops, gather, tiles, limits, max_batch)).collect()
 }
 
 /// `ops` with two-layer updates split where the device binds too few buffers, and the
 /// dispatches they become.
-fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> (Vec<Op>, Vec<Planned>) {
+fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> (Vec<Op>, Vec<Planned>) {
     let pairs = crate::wgsl::DeviceFit::for_limits(limits).linear_update_pairs;
     let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs)).collect();
     let mut planned = Vec::with_capacity(ops.len());
@@ -400,12 +422,32 @@ fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits)
         {
             planned.push(Planned::Merged(i));
             i += 2;
+        } else if let Some(next) = ops.get(i + 1)
+            && !(gather && i == 0)
+            && splits_k(&ops[i], next, tiles, limits, max_batch)
+        {
+            planned.extend([Planned::SplitForward(i), Planned::SumsOutput(i + 1)]);
+            i += 2;
         } else {
             planned.push(Planned::One(i));
             i += 1;
         }
     }
     (ops, planned)
+}
+
+/// Whether `forward` (reading a ready input) and `output` run as a `linear_forward_tiled` split
+/// over k and an `output_wide` that adds up its partial sums: a `LinearForward` and the
+/// training `OutputLayer` that reads exactly its output (with the same activation for dh), on
+/// shapes and a device the tiles allow ([`FusedTiles::splits_k`]). Evaluation and prediction
+/// keep the unsplit forward: their tapes, often sized for far larger batches, then need no
+/// buffer of partial sums.
+fn splits_k(forward: &Op, output: &Op, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> bool {
+    let (Op::LinearForward { x, y, act, .. }, Op::OutputLayer { h, out, dh, mode: Mode::Train, .. }) = (forward, output) else {
+        return false;
+    };
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.splits_k(x.rows.at(max_batch), y.cols, out.cols, limits)
 }
 
 /// Whether `forward` and `output` run merged as one `forward_output` dispatch: a

@@ -147,6 +147,7 @@ impl KernelId {
                 ("OW_KPI", wgsl::OUTPUT_WIDE_KPI),
                 ("OW_C", wgsl::OUTPUT_WIDE_CLASSES),
                 ("OW_S", wgsl::OUTPUT_WIDE_SLICES),
+                ("OW_SPLITS", tiles.tiled_splits),
             ],
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);

@@ -137,6 +137,10 @@ pub struct FusedTiles {
     /// of `h` and all classes) instead of `output_layer`, where the device allows it
     /// ([`FusedTiles::output_wide`]); `u32::MAX`: never.
     pub wide_min: u32,
+    /// Workgroups the k loop of a `linear_forward_tiled` is split over (grid z) when an
+    /// `output_wide` reads its output: each writes raw partial sums, and `output_wide` adds
+    /// them up with the bias and the activation ([`FusedTiles::splits_k`]); 1: never split.
+    pub tiled_splits: u32,
 }
 
 impl FusedTiles {
@@ -178,6 +182,7 @@ impl FusedTiles {
         tiled_k: 32,
         tiled_s: 2,
         wide_min: 256,
+        tiled_splits: 1,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -272,6 +277,10 @@ impl FusedTiles {
         // output_wide on every output layer it can take, and never (output_layer everywhere).
         add("output wide".into(), FusedTiles { wide_min: 1, ..d });
         add("never wide".into(), FusedTiles { wide_min: u32::MAX, ..d });
+        // The tiled forward's k loop split over workgroups, output_wide adding up the slices.
+        for v in [2, 4, 8] {
+            add(format!("tiled splits {v}"), FusedTiles { tiled_splits: v, ..d });
+        }
         out
     }
 
@@ -324,11 +333,24 @@ impl FusedTiles {
             && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
     }
 
+    /// Whether a `LinearForward` of `rows x outputs` (reading a ready input) and the
+    /// `OutputLayer` of `classes` on top of it run as a split `linear_forward_tiled` and an
+    /// `output_wide` that adds up its partial sums: [`FusedTiles::tiled_splits`] is above 1, the
+    /// forward runs tiled, the output layer wide, and the partial sums (`tiled_splits` times the
+    /// forward's output) fit one buffer of the device.
+    pub fn splits_k(&self, rows: usize, outputs: usize, classes: usize, limits: &wgpu::Limits) -> bool {
+        let bytes = 4 * self.tiled_splits as u64 * rows as u64 * outputs as u64;
+        self.tiled_splits > 1
+            && self.forward_tiled(rows, outputs, limits)
+            && self.output_wide(outputs, classes, limits)
+            && bytes <= limits.max_storage_buffer_binding_size.min(limits.max_buffer_size)
+    }
+
     /// What `output_wide` needs of a device: its invocations; the partial logits of every
     /// invocation, the slices' sums and the logits; the storage buffers it declares.
     pub fn output_wide_needs() -> Needs {
         let (wg, c, s) = (OUTPUT_WIDE_WG, OUTPUT_WIDE_CLASSES, OUTPUT_WIDE_SLICES);
-        Needs { invocations: wg, workgroup_bytes: 4 * (c * wg + c * s + c), storage_buffers: 6 }
+        Needs { invocations: wg, workgroup_bytes: 4 * (c * wg + c * s + c), storage_buffers: 8 }
     }
 
     /// These tiles on a device that allows `max_invocations` per workgroup (WebGPU's default is
@@ -441,6 +463,9 @@ impl FusedTiles {
         let (ut, ur) = (t.update_t, t.update_r);
         if ![4, 8].contains(&t.update_block) || t.update_block > ut / 2 {
             return fail("linear_update needs blocks of 4 or 8, at most half its tile side".into());
+        }
+        if !(1..=16).contains(&t.tiled_splits) {
+            return fail("linear_forward_tiled splits its k loop 1 to 16 ways".into());
         }
         for (us, ub) in [(t.update_slices, t.update_block), (t.split_slices, 4)] {
             let update_threads = (ut / ub) * (ut / ub) * us;
@@ -658,7 +683,9 @@ pub(crate) struct LinearParams {
     pub inputs: u32,
     pub outputs: u32,
     pub act: u32,
-    pub _pad: u32,
+    /// `linear_forward_tiled`: the workgroups its k loop is split over (grid z), each writing
+    /// raw partial sums for `output_wide`; 0 or 1: not split, it writes `act(x W + b)`.
+    pub k_split: u32,
 }
 
 /// `output_layer.wgsl`: `h: [batch, inputs]` -> `[batch, classes]`, a `MODE_*` code, the
@@ -672,7 +699,11 @@ pub(crate) struct OutputLayerParams {
     pub hidden_act: u32,
     /// Rows per workgroup (the grid has `ceil(B / rows_per_group)` workgroups).
     pub rows_per_group: u32,
-    pub _pad: [u32; 3],
+    /// `output_wide` only: 1 when it computes `h` itself from the layer below's partial sums
+    /// (`linear_forward_tiled` split over k), with that layer's inputs and `ACT_*` code.
+    pub sums: u32,
+    pub below_inputs: u32,
+    pub below_act: u32,
 }
 
 /// `forward_output.wgsl`: the output layer's fields as in [`OutputLayerParams`] (h's width,

@@ -636,6 +636,39 @@ fn forward_output_merged_every_mode() {
     }
 }
 
+/// A wide layer's forward split over k (2, 3 and 4 ways: slices of 1 to 9 rounds of 32, some
+/// empty) and the `output_wide` that adds up its partial sums, writes `h` and goes on as usual,
+/// against the CPU. Only training pairs them; evaluation and prediction run the two unsplit.
+#[test]
+fn a_forward_split_over_k_and_output_wide_adding_it_up() {
+    let limits = &test_context().limits;
+    for splits in [2, 3, 4] {
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, ..FusedTiles::DEFAULT };
+        let kernels = Kernels::with_tiles(tiles);
+        for (mb, b) in [(17, 17), (65, 63), (129, 65)] {
+            for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1)] {
+                for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                    for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
+                        // The big shape once per split count.
+                        if shape.0 == 784 && (mb, mode, act) != (65, Mode::Train, Some(Activation::Relu)) {
+                            continue;
+                        }
+                        let mut c = Case::new();
+                        let ops = forward_then_output(&mut c, shape, act, mode);
+                        c.check_with(&kernels, &ops, mb, b, tol(shape.0));
+                        let want: [&str; 2] = if mode == Mode::Train {
+                            ["linear_forward_tiled (k split)", "output_wide (sums)"]
+                        } else {
+                            ["linear_forward_tiled", "output_wide"]
+                        };
+                        assert_eq!(gpu_layers::plan(&ops, &tiles, false, limits, mb), want, "{shape:?} {mode:?} {splits}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn fused_kernels_with_every_tile_size_the_sweep_times() {
     // A short-batch case and MNIST-like widths, for each variant of `gpu-layers --sweep`.

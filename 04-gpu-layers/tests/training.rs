@@ -538,6 +538,22 @@ impl Bytes {
 }
 
 #[test]
+fn a_wide_layer_split_over_k_trains_like_the_cpu() {
+    // The hidden layer's forward split over k 3 ways (not merged with the output layer, which
+    // would take precedence on this small layer), the output layer adding up the slices and
+    // writing h, which the update then reads: steps, gradients and metrics against the CPU.
+    let ctx = test_context();
+    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: 3, ..FusedTiles::DEFAULT };
+    let kernels = Kernels::with_tiles(tiles);
+    let spec = NetworkSpec::new(77, &[40], 10).unwrap();
+    for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(0.01)] {
+        let g = GpuTrainer::with_options(ctx, &kernels, &spec, opt, 17, 7, Fusion::Fused).unwrap();
+        assert_eq!(g.step_kernels(None)[..2], ["linear_forward_tiled (k split)", "output_wide (sums)"]);
+        gpu_trainer_matches_cpu(ctx, g, &spec, opt, "split over k");
+    }
+}
+
+#[test]
 fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
     // The default tiles run the training steps split on this device (each step recorded alone,
     // with its prologue); without the split, the usual k loop.
