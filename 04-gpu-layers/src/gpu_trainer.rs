@@ -160,7 +160,9 @@ impl GpuTrainer {
         let lr = AtomicU32::new(optimizer.lr().to_bits());
         // Whether the training tape's first dispatch runs linear_forward_tiled (which does not
         // gather: `can_gather`).
-        let first_tiled = tape.dispatch_names(train).first() == Some(&crate::kernels::KernelId::LinearForwardTiled.name());
+        // The tiled forward, split over k or not.
+        let tiled = [crate::kernels::KernelId::LinearForwardTiled.name(), crate::gpu_dispatch::KERNEL_FORWARD_SPLIT];
+        let first_tiled = tape.dispatch_names(train).first().is_some_and(|name| tiled.contains(name));
         let trainer = Self { net, lr, tape, train, eval, predict, first_tiled };
         trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
         Ok(trainer)

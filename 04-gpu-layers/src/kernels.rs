@@ -389,6 +389,15 @@ impl Kernels {
             tiles = self.tiles.split_fitted(&ctx.limits).ok_or_else(|| GpuError::Validation(format!("{}: the device is too small", id.name())))?;
         }
         tiles.check(ctx.limits.max_compute_invocations_per_workgroup).map_err(GpuError::Validation)?;
+        // A driver may not refuse a kernel that declares more workgroup memory than it has: on the
+        // H200 such a linear_update did not finish.
+        let update_bytes = tiles.update_needs().workgroup_bytes;
+        if id == KernelId::LinearUpdate && update_bytes > ctx.limits.max_compute_workgroup_storage_size {
+            return Err(GpuError::Validation(format!(
+                "linear_update with tiles {:?} needs {update_bytes} bytes of workgroup memory; the adapter allows {}",
+                self.tiles, ctx.limits.max_compute_workgroup_storage_size
+            )));
+        }
         let layout = match id {
             KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 Some(gather_layout(ctx, id))

@@ -51,6 +51,11 @@ struct Args {
     /// and each dispatch inside a step (skips XOR and the spirals).
     #[arg(long)]
     sweep: bool,
+    /// With --sweep: time only the default and the variants whose name contains one of these
+    /// comma-separated words (`--variants "tiled splits,update B"`), and skip the in-step
+    /// timestamps and the wide-layer grid.
+    #[arg(long, value_delimiter = ',')]
+    variants: Vec<String>,
     /// Steps recorded into one pass for --bench (938 = one MNIST epoch at batch 64).
     #[arg(long, default_value_t = 938, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     steps: u32,

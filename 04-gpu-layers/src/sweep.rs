@@ -75,7 +75,8 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         "variant", "us/step"
     );
     let mut default_kernels = None;
-    for (what, tiles) in FusedTiles::sweep() {
+    let picked = |what: &str| what == "default" || args.variants.is_empty() || args.variants.iter().any(|v| what.contains(v.as_str()));
+    for (what, tiles) in FusedTiles::sweep().into_iter().filter(|(what, _)| picked(what)) {
         let kernels = Kernels::with_tiles(tiles);
         let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
         let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
@@ -125,6 +126,9 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         }
     }
 
+    if !args.variants.is_empty() {
+        return Ok(());
+    }
     // 3. Inside the default step.
     let kernels = default_kernels.ok_or("no default variant")?;
     for opt in [Optimizer::sgd(0.1, 0.0), Optimizer::adam(1e-3)] {

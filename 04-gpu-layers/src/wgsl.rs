@@ -207,9 +207,25 @@ impl FusedTiles {
     /// alone against 11.44 with 2, `output_layer` with 512 invocations 7.01 against 8.46; at
     /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
     /// merged `forward_output` uses neither.
+    /// A network with a layer of at least `tiled_min` outputs at `max_batch` rows (a tiled
+    /// forward) takes [`FusedTiles::WIDE`].
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
-        if shapes.iter().any(|&(_, outputs)| outputs >= 512) { FusedTiles::BIG_ROWS } else { FusedTiles::for_batch(max_batch) }
+        let d = FusedTiles::DEFAULT;
+        if shapes.iter().any(|&(_, outputs)| (max_batch * outputs) as u64 >= d.tiled_min as u64) {
+            FusedTiles::WIDE
+        } else if shapes.iter().any(|&(_, outputs)| outputs >= 512) {
+            FusedTiles::BIG_ROWS
+        } else {
+            FusedTiles::for_batch(max_batch)
+        }
     }
+
+    /// [`FusedTiles::BIG_ROWS`] for a network with a layer that runs the tiled forward: its k
+    /// loop split 2 ways, `output_wide` adding up the slices (at 784-1024-10, batch 256, on the
+    /// H200: the forward 21.8 us alone against 27.9 unsplit, 24.5 split 4 ways and 29.4 8 ways,
+    /// `output_wide` 8.1 against 7.2; `gpu-layers --sweep --hidden 1024 --batch 256 --variants
+    /// "tiled splits,update B"`, `results/h200-sweep-1024-b256-splits.txt`).
+    const WIDE: FusedTiles = FusedTiles { tiled_splits: 2, ..FusedTiles::BIG_ROWS };
 
     /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
     /// changed, as `(what changed, tiles)`; the first is the default itself. The tests run every
@@ -249,9 +265,9 @@ impl FusedTiles {
         add("update R 32".into(), FusedTiles { update_r: 32, split_slices: 4, ..d });
         add("update R 128".into(), FusedTiles { update_r: 128, ..d });
         add("update params late".into(), FusedTiles { update_preload: false, ..d });
-        // 8 x 8 blocks per invocation: 64 multiply-adds per 4 loads of workgroup memory.
-        add("update B 8 T 64".into(), FusedTiles { update_block: 8, update_t: 64, split_slices: 2, ..d });
-        add("update B 8 T 64 slices 8".into(), FusedTiles { update_block: 8, update_t: 64, update_slices: 8, split_slices: 2, ..d });
+        // 8 x 8 blocks per invocation: 64 multiply-adds per 4 loads of workgroup memory (tiles of
+        // 64 with 2 slices, or of 32 with 8: 128 invocations, 32 KiB of workgroup memory).
+        add("update B 8 T 64 slices 2".into(), FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d });
         add("update B 8 slices 8".into(), FusedTiles { update_block: 8, update_slices: 8, ..d });
         for v in [2, 4] {
             add(format!("split slices {v}"), FusedTiles { split_slices: v, ..d });
@@ -281,6 +297,12 @@ impl FusedTiles {
         for v in [2, 4, 8] {
             add(format!("tiled splits {v}"), FusedTiles { tiled_splits: v, ..d });
         }
+        // Two changes together, for wide layers in big batches: the split forward and the update
+        // in 8 x 8 blocks.
+        for v in [2, 4] {
+            let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
+            add(format!("tiled splits {v} update B 8 T 64 slices 2"), FusedTiles { tiled_splits: v, ..b8 });
+        }
         out
     }
 
@@ -289,6 +311,15 @@ impl FusedTiles {
     pub fn update_invocations(&self) -> u32 {
         let blocks = self.update_t / self.update_block.max(1);
         blocks * blocks * self.update_slices
+    }
+
+    /// What the (unsplit) `linear_update` with these tiles needs of a device: its invocations;
+    /// the round's rows of x and dy or the slices' partial sums, whichever is larger, as vec4;
+    /// 11 storage buffers (two layers).
+    pub fn update_needs(&self) -> Needs {
+        let (t, r, s) = (self.update_t, self.update_r, self.update_slices);
+        let vec4s = (2 * r * (t / 4)).max(s * t * (t / 4));
+        Needs { invocations: self.update_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 11 }
     }
 
     /// `linear_forward_tiled`'s invocations per workgroup: a 4 x 4 block of outputs each, per
@@ -1005,6 +1036,10 @@ mod tests {
         assert_eq!(big, FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
         assert_eq!(FusedTiles::for_network(256, &mnist), FusedTiles::for_batch(256));
         assert_eq!(FusedTiles::for_network(17, &two), big);
+        // 784-1024-10 at batch 256: the tiled forward, split over k.
+        let wide = FusedTiles::for_network(256, &[(784, 1024), (1024, 10)]);
+        assert_eq!(wide, FusedTiles { tiled_splits: 2, ..big });
+        assert!(wide.splits_k(256, 1024, 10, &lavapipe_limits()));
     }
 
     #[test]
@@ -1027,6 +1062,18 @@ mod tests {
         assert_eq!(d.fitted(64).tiled_s, 1);
         assert!(!d.forward_tiled(256, 1024, &few));
         assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, &defaults));
+    }
+
+    #[test]
+    fn update_needs_say_what_linear_update_needs() {
+        for (what, tiles) in FusedTiles::sweep() {
+            let id = KernelId::LinearUpdate;
+            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+            assert_eq!(n, tiles.update_needs(), "{} with {what}", id.name());
+        }
+        // 8 x 8 blocks in tiles of 64 with 4 slices would take 64 KiB: more than any device here.
+        let big = FusedTiles { update_block: 8, update_t: 64, ..FusedTiles::DEFAULT };
+        assert_eq!(big.update_needs().workgroup_bytes, 65536);
     }
 
     #[test]

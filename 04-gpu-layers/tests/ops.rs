@@ -484,7 +484,7 @@ fn linear_backward_input_fused() {
 #[test]
 fn linear_update_fused_one_and_two_layers() {
     let d = FusedTiles::DEFAULT;
-    let b8 = FusedTiles { update_block: 8, update_t: 64, split_slices: 2, ..d };
+    let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
     let b8_t32 = FusedTiles { update_block: 8, update_slices: 8, ..d };
     for tiles in [d, b8, b8_t32] {
         let kernels = Kernels::with_tiles(tiles);

@@ -549,6 +549,8 @@ fn a_wide_layer_split_over_k_trains_like_the_cpu() {
     for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(0.01)] {
         let g = GpuTrainer::with_options(ctx, &kernels, &spec, opt, 17, 7, Fusion::Fused).unwrap();
         assert_eq!(g.step_kernels(None)[..2], ["linear_forward_tiled (k split)", "output_wide (sums)"]);
+        // A tiled first layer, split or not, reads a ready input: a gather dispatch feeds it.
+        assert!(!g.can_gather());
         gpu_trainer_matches_cpu(ctx, g, &spec, opt, "split over k");
     }
 }
