@@ -222,9 +222,10 @@ impl FusedTiles {
 
     /// [`FusedTiles::BIG_ROWS`] for a network with a layer that runs the tiled forward: its k
     /// loop split 2 ways, `output_wide` adding up the slices (at 784-1024-10, batch 256, on the
-    /// H200: the forward 21.8 us alone against 27.9 unsplit, 24.5 split 4 ways and 29.4 8 ways,
-    /// `output_wide` 8.1 against 7.2; `gpu-layers --sweep --hidden 1024 --batch 256 --variants
-    /// "tiled splits,update B"`, `results/h200-sweep-1024-b256-splits.txt`).
+    /// H200: the forward 21.60 us alone against 27.88 unsplit, 24.59 split 4 ways and 29.56 8
+    /// ways, `output_wide` 7.86 against 7.19; a step 62.22 against 69.06; `gpu-layers --sweep
+    /// --hidden 1024 --batch 256 --variants "never wide,tiled splits,update B"`,
+    /// `results/h200-sweep-1024-b256-splits.txt`).
     const WIDE: FusedTiles = FusedTiles { tiled_splits: 2, ..FusedTiles::BIG_ROWS };
 
     /// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
