@@ -97,8 +97,10 @@ pub struct GpuTrainer {
     train: TapeId,
     eval: TapeId,
     predict: TapeId,
-    /// The first dispatch of a training step is `linear_forward_tiled`.
+    /// The first dispatch of a step is `linear_forward_tiled`.
     first_tiled: bool,
+    /// False for [`GpuTrainer::for_evaluation`]: its training tape is empty.
+    trains: bool,
 }
 
 impl GpuTrainer {
@@ -143,6 +145,36 @@ impl GpuTrainer {
         fusion: Fusion,
         routing: Routing,
     ) -> Result<Self, LayersError> {
+        Self::build(ctx, kernels, spec, optimizer, (max_batch, seed), fusion, routing, true)
+    }
+
+    /// A trainer that only evaluates and predicts (stage 05's evaluator, sized for the test
+    /// set): like [`GpuTrainer::with_options`], but its training tape is empty, so nothing a
+    /// training step alone needs is prepared (the partial sums of a forward split over k, for
+    /// one). [`GpuTrainer::train_steps`] and [`GpuTrainer::add_gathered`] refuse; its
+    /// parameters come from [`GpuTrainer::load_parameters`] or [`GpuTrainer::copy_parameters_to`].
+    pub fn for_evaluation(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        max_batch: usize,
+        seed: u64,
+    ) -> Result<Self, LayersError> {
+        Self::build(ctx, kernels, spec, optimizer, (max_batch, seed), Fusion::Fused, Routing::Auto, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        ctx: &GpuContext,
+        kernels: &Arc<Kernels>,
+        spec: &NetworkSpec,
+        optimizer: Optimizer,
+        (max_batch, seed): (usize, u64),
+        fusion: Fusion,
+        routing: Routing,
+        trains: bool,
+    ) -> Result<Self, LayersError> {
         let routed: Vec<bool> = spec
             .layer_shapes()
             .iter()
@@ -154,16 +186,15 @@ impl GpuTrainer {
             .collect();
         let net = Network::with_routes(spec, optimizer, fusion, seed, &routed)?;
         let mut tape = GpuTape::new(ctx, &net.tensors, max_batch)?;
-        let train = tape.add_tape(ctx, kernels, &net.train)?;
+        let train = tape.add_tape(ctx, kernels, if trains { &net.train } else { &[] })?;
         let eval = tape.add_tape(ctx, kernels, &net.eval)?;
         let predict = tape.add_tape(ctx, kernels, &net.predict)?;
         let lr = AtomicU32::new(optimizer.lr().to_bits());
-        // Whether the training tape's first dispatch runs linear_forward_tiled (which does not
-        // gather: `can_gather`).
-        // The tiled forward, split over k or not.
-        let tiled = [crate::kernels::KernelId::LinearForwardTiled.name(), crate::gpu_dispatch::KERNEL_FORWARD_SPLIT];
-        let first_tiled = tape.dispatch_names(train).first().is_some_and(|name| tiled.contains(name));
-        let trainer = Self { net, lr, tape, train, eval, predict, first_tiled };
+        // Whether the first layer runs linear_forward_tiled (which does not gather:
+        // `can_gather`), read from the evaluation tape, which every trainer has (a training
+        // tape's may be split over k: the same layer, the same answer).
+        let first_tiled = tape.dispatch_names(eval).first() == Some(&crate::kernels::KernelId::LinearForwardTiled.name());
+        let trainer = Self { net, lr, tape, train, eval, predict, first_tiled, trains };
         trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
         Ok(trainer)
     }
@@ -250,6 +281,7 @@ impl GpuTrainer {
 
     /// Records one training step (forward, loss, backward, optimizer) into `pass`. The loss sum
     /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
+    /// (Nothing, for a trainer made by [`GpuTrainer::for_evaluation`].)
     pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
         self.tape.record(self.train, pass);
     }
@@ -270,6 +302,7 @@ impl GpuTrainer {
     /// record ranges of steps with [`GpuTrainer::record_gathered_steps`]).
     /// Errors unless [`GpuTrainer::can_gather`].
     pub fn add_gathered(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<Gathered, LayersError> {
+        self.check_trains()?;
         if !self.can_gather() {
             return Err(LayersError::Spec(
                 "only a network whose first layer runs the fused linear_forward can gather its batches".into(),
@@ -333,7 +366,15 @@ impl GpuTrainer {
     /// Convenience: `steps` training steps on the batch already in place, one command buffer,
     /// one compute pass, one submit. Does not wait for the GPU.
     pub fn train_steps(&self, ctx: &GpuContext, steps: usize) -> Result<(), LayersError> {
+        self.check_trains()?;
         self.tape.run(ctx, self.train, steps)
+    }
+
+    fn check_trains(&self) -> Result<(), LayersError> {
+        if self.trains {
+            return Ok(());
+        }
+        Err(LayersError::Spec("this GpuTrainer only evaluates (GpuTrainer::for_evaluation): it has no training step".into()))
     }
 
     /// Convenience: one evaluation of the batch in place, submitted. Does not wait.

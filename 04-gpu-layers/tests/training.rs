@@ -551,6 +551,11 @@ fn a_wide_layer_split_over_k_trains_like_the_cpu() {
         assert_eq!(g.step_kernels(None)[..2], ["linear_forward_tiled (k split)", "output_wide (sums)"]);
         // A tiled first layer, split or not, reads a ready input: a gather dispatch feeds it.
         assert!(!g.can_gather());
+        // An evaluation-only trainer of it prepares no split (its tapes are not training ones)
+        // and knows its first layer is tiled all the same.
+        let e = GpuTrainer::for_evaluation(ctx, &kernels, &spec, opt, 17, 7).unwrap();
+        assert!(!e.can_gather());
+        assert!(e.allocations().bytes < g.allocations().bytes, "{:?} against {:?}", e.allocations(), g.allocations());
         gpu_trainer_matches_cpu(ctx, g, &spec, opt, "split over k");
     }
 }
@@ -611,10 +616,13 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
         // An evaluator: the same network in batches of 16 (the last 5), other initial
         // parameters, given the trained ones on the GPU. It evaluates all 37 images as the CPU
-        // trainer does.
-        let mut e = GpuTrainer::with_options(ctx, kernels, &spec, opt, 16, 99, Fusion::Fused).unwrap();
+        // trainer does. It does not train.
+        let mut e = GpuTrainer::for_evaluation(ctx, kernels, &spec, opt, 16, 99).unwrap();
+        assert_eq!(e.dispatches_per_step(), 0);
+        assert!(e.train_steps(ctx, 1).unwrap_err().to_string().contains("only evaluates"));
         let eval_bytes = Bytes::new(ctx, n, inputs, classes, 16);
         let eval = e.add_gathered_eval(ctx, kernels, &eval_bytes.source()).unwrap();
+        assert!(e.add_gathered(ctx, kernels, &eval_bytes.source()).is_err());
         g.copy_parameters_to(ctx, &e).unwrap();
         for s in 0..n.div_ceil(16) {
             e.set_batch(ctx, 16.min(n - 16 * s)).unwrap();

@@ -68,7 +68,7 @@ impl<'a> GpuRun<'a> {
         // The evaluator shares the trainer's compiled kernels: no pipeline is built twice.
         let kernels = Kernels::with_options(FusedTiles::for_network(batch, &spec.layer_shapes()), cfg.matmul.precision());
         let mut trainer = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, batch, cfg.seed, Fusion::Fused)?;
-        let mut evaluator = GpuTrainer::with_options(ctx, &kernels, spec, cfg.optimizer, eval_batch, cfg.seed, Fusion::Fused)?;
+        let mut evaluator = GpuTrainer::for_evaluation(ctx, &kernels, spec, cfg.optimizer, eval_batch, cfg.seed)?;
         let kernel = GatherKernel::new(ctx)?;
         let train = DeviceBatches::new(ctx, &kernel, &data.train, batch, trainer.input(), trainer.labels(), "train")?;
         let test = DeviceBatches::new(ctx, &kernel, &data.test, eval_batch, evaluator.input(), evaluator.labels(), "test")?;
@@ -263,7 +263,9 @@ pub fn eval_batch(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: us
 /// trainer's tensors (stage 04's `Network`: parameters, optimizer state, activations and their
 /// gradients), the evaluator's (the same at `eval_batch` rows, named `evaluator's ...`) and,
 /// per split, the images (u8), labels (u8) and row order (u32). Read-back staging and uniforms
-/// (kilobytes) are left out.
+/// (kilobytes) are left out, and so are the trainer's partial sums of a wide layer's forward
+/// split over k (stage 04's `FusedTiles::WIDE`: twice that layer's output at `batch` rows, 2 MiB
+/// for 784-1024-10 at 256; stage 04 does not split where they would not fit one buffer).
 pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize, eval_batch: usize) -> Result<Vec<(String, u64)>> {
     let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
     let mut buffers: Vec<(String, u64)> = net.tensors.iter().map(|t| (t.name.clone(), 4 * t.capacity(batch) as u64)).collect();
