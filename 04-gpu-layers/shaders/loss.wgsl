@@ -27,6 +27,24 @@ fn add_loss(loss: f32) {
     }
 }
 
+// Counts one row into the counters (the loss kernels, once per row, except in MODE_PREDICT):
+// the row; when its label is a class, its loss and whether it was predicted right, else a bad
+// label; and in training, once per step (`first_row`), the step Adam's bias correction reads.
+fn count_row(label_ok: bool, loss: f32, correct: bool, mode: u32, first_row: bool) {
+    atomicAdd(&counters[COUNTER_ROWS], 1u);
+    if label_ok {
+        add_loss(loss);
+        if correct {
+            atomicAdd(&counters[COUNTER_CORRECT], 1u);
+        }
+    } else {
+        atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
+    }
+    if mode == MODE_TRAIN && first_row {
+        atomicAdd(&counters[COUNTER_STEP], 1u);
+    }
+}
+
 // What a softmax kernel writes for class c of a row whose probability is `prob`: the probability
 // (MODE_EVAL, MODE_PREDICT), or in training dL/dz_c = (p_c - [c == label]) * inv_rows, 0 for a
 // row with a bad label (which is counted instead and contributes nothing).

@@ -22,28 +22,8 @@
 // This file stages W, b and the rows of h, then calls `output_rows` (output_rows.wgsl, which
 // the host prepends: the math of steps 1-3, shared with forward_output.wgsl).
 
-struct OutputLayerParams {
-    inputs: u32,
-    classes: u32,
-    mode: u32,
-    // The activation of h, for step 3; ACT_NONE when h is the network input (no layer below).
-    hidden_act: u32,
-    // Rows per workgroup; the grid has ceil(batch / rows_per_group) workgroups.
-    rows_per_group: u32,
-    // output_wide.wgsl only (h from the layer below's partial sums).
-    sums: u32,
-    below_inputs: u32,
-    below_act: u32,
-}
-
+// Its uniform `p` (OutputLayerParams) and bindings 1-7 are in output_params.wgsl.
 @group(0) @binding(0) var<storage, read> h: array<f32>;
-@group(0) @binding(1) var<storage, read> out_params: array<f32>;
-@group(0) @binding(2) var<storage, read> labels: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dh: array<f32>;
-@group(0) @binding(5) var<storage, read_write> counters: array<atomic<u32>>;
-@group(0) @binding(6) var<uniform> batch: Batch;
-@group(0) @binding(7) var<uniform> p: OutputLayerParams;
 
 // OUT_WG (invocations) comes from the prelude; OUT_Z_SHARED too (the host divides
 // by it to pick rows_per_group). Also from the prelude, chosen for the device (wgsl.rs,

@@ -103,19 +103,7 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
         }
         let label_ok = label < classes;
         if counts {
-            atomicAdd(&counters[COUNTER_ROWS], 1u);
-            if label_ok {
-                add_loss(log(total) + m - z_sh[zr + label]);
-                if arg == label {
-                    atomicAdd(&counters[COUNTER_CORRECT], 1u);
-                }
-            } else {
-                atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
-            }
-            // The step Adam's bias correction reads: counted once per training step.
-            if p.mode == MODE_TRAIN && row == 0u {
-                atomicAdd(&counters[COUNTER_STEP], 1u);
-            }
+            count_row(label_ok, log(total) + m - z_sh[zr + min(label, classes - 1u)], arg == label, p.mode, row == 0u);
         }
         for (var c = t; c < classes; c += per_row) {
             out[row * classes + c] = output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);

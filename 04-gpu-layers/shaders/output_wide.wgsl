@@ -27,25 +27,9 @@
 // and writes h, in the same loads that fetch h otherwise. The split forward gets OW_SPLITS times
 // the workgroups, and this kernel a few more loads in flight.
 
-struct OutputLayerParams {
-    inputs: u32,
-    classes: u32,
-    mode: u32,
-    hidden_act: u32,
-    rows_per_group: u32, // always 1 here
-    sums: u32,           // 1: h from the layer below's partial sums (written here)
-    below_inputs: u32,   // that layer's inputs (its bias is row below_inputs of below_params)
-    below_act: u32,      // and its ACT_* code
-}
-
+// Its uniform `p` (OutputLayerParams: p.sums, p.below_inputs, p.below_act for the sums) and
+// bindings 1-7 are output_layer.wgsl's, in output_params.wgsl; h is written when p.sums = 1.
 @group(0) @binding(0) var<storage, read_write> h: array<f32>;
-@group(0) @binding(1) var<storage, read> out_params: array<f32>;
-@group(0) @binding(2) var<storage, read> labels: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dh: array<f32>;
-@group(0) @binding(5) var<storage, read_write> counters: array<atomic<u32>>;
-@group(0) @binding(6) var<uniform> batch: Batch;
-@group(0) @binding(7) var<uniform> p: OutputLayerParams;
 @group(0) @binding(8) var<storage, read> partials: array<f32>;     // [OW_SPLITS][batch][inputs]
 @group(0) @binding(9) var<storage, read> below_params: array<f32>; // [(below_inputs + 1), inputs]
 
@@ -160,19 +144,7 @@ fn main(
     }
     let label_ok = label < classes;
     if lid == OW_WG - 1u && p.mode != MODE_PREDICT {
-        atomicAdd(&counters[COUNTER_ROWS], 1u);
-        if label_ok {
-            add_loss(log(total) + m - z_sh[label]);
-            if arg == label {
-                atomicAdd(&counters[COUNTER_CORRECT], 1u);
-            }
-        } else {
-            atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
-        }
-        // The step Adam's bias correction reads: counted once per training step.
-        if p.mode == MODE_TRAIN && row == 0u {
-            atomicAdd(&counters[COUNTER_STEP], 1u);
-        }
+        count_row(label_ok, log(total) + m - z_sh[min(label, classes - 1u)], arg == label, p.mode, row == 0u);
     }
     if lid < classes {
         out[row * classes + lid] = output_value(exp(z_sh[lid] - m) / total, lid, label, label_ok, p.mode, batch.inv_rows);

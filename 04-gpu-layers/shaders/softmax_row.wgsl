@@ -86,18 +86,7 @@ fn softmax_ce_row(lid: u32, classes: u32, label: u32, mode: u32, inv_rows: f32, 
 
     // 4. Metrics, once per row. The step counter is what Adam's bias correction reads.
     if lid == 0u && mode != MODE_PREDICT {
-        atomicAdd(&counters[COUNTER_ROWS], 1u);
-        if label_ok {
-            add_loss(log(total) + m - z_label);
-            if arg == label {
-                atomicAdd(&counters[COUNTER_CORRECT], 1u);
-            }
-        } else {
-            atomicAdd(&counters[COUNTER_BAD_LABELS], 1u);
-        }
-        if mode == MODE_TRAIN && first_row {
-            atomicAdd(&counters[COUNTER_STEP], 1u);
-        }
+        count_row(label_ok, log(total) + m - z_label, arg == label, mode, first_row);
     }
     workgroupBarrier(); // row_values is complete for the caller
 }

@@ -250,6 +250,9 @@ impl KernelId {
         if output {
             files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
+        if matches!(self, KernelId::OutputLayer | KernelId::OutputWide) {
+            files.push(("shaders/output_params.wgsl", include_str!("../shaders/output_params.wgsl")));
+        }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }

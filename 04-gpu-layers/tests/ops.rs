@@ -516,25 +516,32 @@ fn linear_update_cases(kernels: &std::sync::Arc<Kernels>) {
     }
 }
 
+/// An `OutputLayer` on `inputs` columns of `h` with `classes` classes, labels below
+/// `label_range`, and `dh` when there is a layer `below` (written only in training).
+fn output_layer_case(inputs: usize, classes: usize, label_range: u32, mode: Mode, below: Option<Activation>) -> (Case, Op) {
+    let mut c = Case::new();
+    c.label_range = label_range;
+    let h = c.tensor("h", Dim::Batch, inputs, Elem::F32);
+    let params = c.tensor("params", Dim::Fixed(inputs + 1), classes, Elem::F32);
+    let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
+    let out = c.output("out", Dim::Batch, classes);
+    let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+    let dh = below.map(|act| {
+        // In eval and predict modes dh is not written: it keeps its values.
+        let t = if mode == Mode::Train { c.output("dh", Dim::Batch, inputs) } else { c.tensor("dh", Dim::Batch, inputs, Elem::F32) };
+        (c.view(t), act)
+    });
+    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, counters, mode };
+    (c, op)
+}
+
 #[test]
 fn output_layer_fused_every_mode() {
     for (mb, b) in BATCHES {
         for (i, classes) in [(1, 2), (17, 10), (65, 63), (129, 65), (63, 257)] {
             for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
                 for below in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
-                    let mut c = Case::new();
-                    c.label_range = classes as u32;
-                    let h = c.tensor("h", Dim::Batch, i, Elem::F32);
-                    let params = c.tensor("params", Dim::Fixed(i + 1), classes, Elem::F32);
-                    let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
-                    let out = c.output("out", Dim::Batch, classes);
-                    let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                    let dh = below.map(|act| {
-                        // In eval and predict modes dh is not written: it keeps its values.
-                        let t = if mode == Mode::Train { c.output("dh", Dim::Batch, i) } else { c.tensor("dh", Dim::Batch, i, Elem::F32) };
-                        (c.view(t), act)
-                    });
-                    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, counters, mode };
+                    let (c, op) = output_layer_case(i, classes, classes as u32, mode, below);
                     c.check(&[op], mb, b, tol(i));
                 }
             }
@@ -564,19 +571,8 @@ fn output_wide_every_mode() {
         for (mb, b) in BATCHES {
             for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
                 for below in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
-                    let mut c = Case::new();
                     // Labels up to one past the classes: some rows have a bad label.
-                    c.label_range = classes as u32 + 1;
-                    let h = c.tensor("h", Dim::Batch, i, Elem::F32);
-                    let params = c.tensor("params", Dim::Fixed(i + 1), classes, Elem::F32);
-                    let labels = c.tensor("labels", Dim::Batch, 1, Elem::U32);
-                    let out = c.output("out", Dim::Batch, classes);
-                    let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                    let dh = below.map(|act| {
-                        let t = if mode == Mode::Train { c.output("dh", Dim::Batch, i) } else { c.tensor("dh", Dim::Batch, i, Elem::F32) };
-                        (c.view(t), act)
-                    });
-                    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, counters, mode };
+                    let (c, op) = output_layer_case(i, classes, classes as u32 + 1, mode, below);
                     c.check_with(&kernels, std::slice::from_ref(&op), mb, b, tol(i));
                     assert_eq!(gpu_layers::plan(&[op], &tiles, false, limits, mb), ["output_wide"], "{i} x {classes}");
                 }
