@@ -153,11 +153,13 @@ fn main(
         return;
     }
     // dL/dz of every class in registers (0 past the layer's classes, whose W columns were
-    // clamped copies), then dh for this invocation's k.
+    // clamped copies; `classes` is the same for the whole dispatch, so the test never diverges),
+    // then dh for this invocation's k.
     var dz: array<f32, OW_C>;
     for (var c = 0u; c < OW_C; c++) {
-        let ci = min(c, classes - 1u);
-        dz[c] = select(0.0, output_value(exp(z_sh[ci] - m) / total, c, label, label_ok, p.mode, batch.inv_rows), c < classes);
+        if c < classes {
+            dz[c] = output_value(exp(z_sh[c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
+        }
     }
     let one_chunk = k_len <= chunk; // then hv and wv still hold it
     for (var base = 0u; base < k_len; base += chunk) {

@@ -472,12 +472,13 @@ impl FusedTiles {
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
-        let (t, r, s) = (self.update_t, self.update_r, self.split_slices);
-        let tq = t / 4;
-        let update_vec4 = (2 * r * tq).max(s * tq * tq * 4);
+        // The split update is the unsplit one in 4 x 4 blocks with `split_slices` slices, plus
+        // its last phase.
+        let unsplit = FusedTiles { update_slices: self.split_slices, update_block: 4, ..*self }.update_needs();
+        let t = self.update_t;
         let update = Needs {
-            invocations: tq * tq * s,
-            workgroup_bytes: 16 * update_vec4 + 4 * (SPLIT_NEXT_R * t + t * t),
+            invocations: unsplit.invocations,
+            workgroup_bytes: unsplit.workgroup_bytes + 4 * (SPLIT_NEXT_R * t + t * t),
             storage_buffers: 15,
         };
         [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
