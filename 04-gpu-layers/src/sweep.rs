@@ -40,6 +40,10 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         return Err(format!("--sweep takes one hidden width, not {:?}", args.hidden).into());
     };
     let spec = NetworkSpec::new(784, &[hidden as usize], 10)?;
+    let names: Vec<String> = FusedTiles::sweep().into_iter().map(|(what, _)| what).collect();
+    if let Some(unknown) = args.variants.iter().find(|v| !names.iter().any(|n| n.contains(v.as_str()))) {
+        return Err(format!("--variants: no variant's name contains {unknown:?}; the variants are: {}", names.join(", ")).into());
+    }
     let timer = GpuTimer::new(ctx);
     let per_dispatch = |seconds: f64, count: usize| seconds * 1e6 / count as f64;
     println!();

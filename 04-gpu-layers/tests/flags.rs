@@ -37,6 +37,8 @@ fn boundary_values_of_every_flag() {
         // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
         (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
         (&["--compiled", "bogus"], Refused(2, "--compiled")),
+        // A --variants word that names no variant of --sweep: refused before anything is timed.
+        (&["--sweep", "--variants", "tiled splitz"], Refused(1, "--variants")),
     ];
     assert_flags(|| Command::new(env!("CARGO_BIN_EXE_gpu-layers")), BASE, cases);
 }
