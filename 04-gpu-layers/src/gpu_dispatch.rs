@@ -24,6 +24,7 @@
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
 //! | `OutputLayer`, `h` of at least `wide_min` columns, at most 16 classes | `output_wide` | h, params, labels, out, dh, counters, (placeholders) | `OutputLayerParams` | `B` (one per row) |
 //! | `LinearForward` + `OutputLayer` (training), `FusedTiles::splits_k` | `linear_forward_tiled (k split)`, then `output_wide (sums)` | x, params, partials; then as `output_wide`, partials and the forward's params | `LinearParams` (`k_split`); `OutputLayerParams` (`sums`) | `(out / FT_N) x (B / FT_M) x tiled_splits`; `B` |
+//! | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / CF_N) x (B / CF_M) x tiled_splits`; `B` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
@@ -670,11 +671,18 @@ pub(crate) fn prepare_forward_split(
     };
     let tiles = kernels.tiles();
     let buf = |t: TensorId| &tape.buffers[t.0];
-    let (id, (gx, gy)) = forward_kernel(kernels, ctx, x.rows.at(tape.max_batch), y.cols, false);
-    if id != KernelId::LinearForwardTiled {
-        return Err(LayersError::Spec(format!("only linear_forward_tiled splits its k loop, not {}", id.name())));
+    let rows = x.rows.at(tape.max_batch);
+    let (id, (gx, gy)) = forward_kernel(kernels, ctx, rows, y.cols, false);
+    if id != KernelId::LinearForwardTiled || tiles.tiled_splits < 2 {
+        return Err(LayersError::Spec(format!("only linear_forward_tiled splits its k loop (2 ways or more), not {}", id.name())));
     }
-    let name = KERNEL_FORWARD_SPLIT;
+    // On the tensor cores where the products take f16 inputs: the same partial sums, its own grid.
+    let (id, (gx, gy), name) = if kernels.coop_on(ctx) {
+        let grid = (y.cols.div_ceil(wgsl::COOP_FORWARD_N as usize), rows.div_ceil(wgsl::COOP_FORWARD_M as usize));
+        (KernelId::LinearForwardCoop, grid, KERNEL_FORWARD_SPLIT_COOP)
+    } else {
+        (id, (gx, gy), KERNEL_FORWARD_SPLIT)
+    };
     check_groups(ctx, name, gx.max(gy).max(tiles.tiled_splits as usize))?;
     let uniform = tape.manager.uniform(
         ctx,
@@ -689,6 +697,7 @@ pub(crate) fn prepare_forward_split(
 
 /// The names the split pair's two dispatches go by.
 pub(crate) const KERNEL_FORWARD_SPLIT: &str = "linear_forward_tiled (k split)";
+pub(crate) const KERNEL_FORWARD_SPLIT_COOP: &str = "linear_forward_coop (k split)";
 pub(crate) const KERNEL_OUTPUT_SUMS: &str = "output_wide (sums)";
 
 /// Errors if a dispatch needs more workgroups in one dimension than the device allows.

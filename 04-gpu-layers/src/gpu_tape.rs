@@ -14,7 +14,7 @@ use common::GpuContext;
 use crate::{ByteImages, LayersError};
 use crate::buffers::{Allocations, BufferManager};
 use crate::gpu_dispatch::{
-    BelowSums, KERNEL_FORWARD_SPLIT, KERNEL_OUTPUT_SUMS, MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output,
+    BelowSums, KERNEL_FORWARD_SPLIT, KERNEL_FORWARD_SPLIT_COOP, KERNEL_OUTPUT_SUMS, MergedInput, Step, forward_kernel_id, prepare, prepare_forward_output,
     prepare_forward_split, prepare_gathered, prepare_output_wide, prepare_split_update,
 };
 use crate::kernels::{KernelId, Kernels};
@@ -150,7 +150,11 @@ impl GpuTape {
                     (Planned::One(0), Some((labels, source))) => prepare_gathered(self, ctx, kernels, &ops[0], labels, source)?,
                     (Planned::One(i), _) => prepare(self, ctx, kernels, &ops[i])?,
                 };
-                Ok((p.name(&ops, gather.is_some(), &kernels.tiles(), &ctx.limits, max_batch), step))
+                let name = match p {
+                    Planned::SplitForward(_) if kernels.coop_on(ctx) => KERNEL_FORWARD_SPLIT_COOP,
+                    _ => p.name(&ops, gather.is_some(), &kernels.tiles(), &ctx.limits, max_batch),
+                };
+                Ok((name, step))
             })
             .collect()
     }

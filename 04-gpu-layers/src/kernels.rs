@@ -32,6 +32,10 @@ pub enum KernelId {
     LinearForwardGather,
     /// The register-blocked forward for wide layers in big batches (`linear_forward_tiled.wgsl`).
     LinearForwardTiled,
+    /// A wide layer's forward split over k on the tensor cores, f16 inputs and f32 sums
+    /// (`linear_forward_coop.wgsl`): where the kernels' products take f16 inputs and the adapter
+    /// has cooperative matrices ([`Kernels::coop_on`]).
+    LinearForwardCoop,
     OutputLayer,
     /// The output layer of a wide hidden layer with few classes (`output_wide.wgsl`).
     OutputWide,
@@ -56,7 +60,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 23] = [
+    pub const ALL: [KernelId; 24] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -67,6 +71,7 @@ impl KernelId {
         KernelId::LinearForward,
         KernelId::LinearForwardGather,
         KernelId::LinearForwardTiled,
+        KernelId::LinearForwardCoop,
         KernelId::OutputLayer,
         KernelId::OutputWide,
         KernelId::ForwardOutput,
@@ -94,6 +99,7 @@ impl KernelId {
             KernelId::LinearForward => "linear_forward",
             KernelId::LinearForwardGather => "linear_forward (gathering)",
             KernelId::LinearForwardTiled => "linear_forward_tiled",
+            KernelId::LinearForwardCoop => "linear_forward_coop",
             KernelId::OutputLayer => "output_layer",
             KernelId::OutputWide => "output_wide",
             KernelId::ForwardOutput => "forward_output",
@@ -108,6 +114,11 @@ impl KernelId {
             KernelId::DropoutBackward => "dropout_backward",
             KernelId::Mse => "mse",
         }
+    }
+
+    /// Whether this kernel runs on the tensor cores (cooperative matrices, f16, subgroups of 32).
+    pub fn needs_cooperative_matrix(self) -> bool {
+        self == KernelId::LinearForwardCoop
     }
 
     /// Whether this is one of the split step's kernels.
@@ -135,6 +146,7 @@ impl KernelId {
                 ("FT_K", tiles.tiled_k),
                 ("FT_S", tiles.tiled_s),
             ],
+            KernelId::LinearForwardCoop => vec![("CF_M", wgsl::COOP_FORWARD_M), ("CF_N", wgsl::COOP_FORWARD_N)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -219,6 +231,9 @@ impl KernelId {
             KernelId::LinearForwardTiled => {
                 ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
             }
+            KernelId::LinearForwardCoop => {
+                ("shaders/linear_forward_coop.wgsl", include_str!("../shaders/linear_forward_coop.wgsl"))
+            }
             KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
             KernelId::OutputWide => ("shaders/output_wide.wgsl", include_str!("../shaders/output_wide.wgsl")),
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
@@ -294,7 +309,13 @@ impl KernelId {
     /// The kernel's source with `tiles` on a device of `fit`: the generated prelude, then its
     /// files.
     pub fn source(self, tiles: &FusedTiles, fit: wgsl::DeviceFit) -> String {
-        let mut src = wgsl::prelude(&self.tile_constants(tiles, fit));
+        // WGSL wants its `enable` directives before any declaration.
+        let mut src = if self.needs_cooperative_matrix() {
+            String::from("enable f16;\nenable wgpu_cooperative_matrix;\n")
+        } else {
+            String::new()
+        };
+        src.push_str(&wgsl::prelude(&self.tile_constants(tiles, fit)));
         for (_, text) in self.files(fit) {
             src.push('\n');
             src.push_str(text);
@@ -365,6 +386,13 @@ impl Kernels {
         Kernel::fastest(ctx, self.matmul_precision).precision()
     }
 
+    /// Whether a wide layer's forward split over k runs on the tensor cores here
+    /// (`linear_forward_coop`): the products take f16 inputs and the adapter has the cooperative
+    /// matrices they need.
+    pub fn coop_on(&self, ctx: &GpuContext) -> bool {
+        self.matmul_precision_on(ctx) == Precision::F16Inputs
+    }
+
     /// Kernels with both options (see [`Kernels::with_tiles`], [`Kernels::with_matmul_precision`]).
     pub fn with_options(tiles: FusedTiles, precision: Precision) -> Arc<Self> {
         Arc::new(Self { tiles, matmul_precision: precision, ..Self::default() })
@@ -385,6 +413,9 @@ impl Kernels {
         let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&id) {
             return Ok(p.clone());
+        }
+        if id.needs_cooperative_matrix() {
+            gpu_matmul::coop_support(ctx).map_err(|why| GpuError::Validation(format!("{}: {why}", id.name())))?;
         }
         let fit = wgsl::DeviceFit::for_limits(&ctx.limits);
         let mut tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);

@@ -48,6 +48,11 @@ pub const OUTPUT_WIDE_KPI: u32 = 4;
 pub const OUTPUT_WIDE_CLASSES: u32 = 16;
 pub const OUTPUT_WIDE_SLICES: u32 = 16;
 
+/// `linear_forward_coop` (the split forward on the tensor cores, f16 inputs): rows and columns
+/// of the output per workgroup (WGSL `CF_M`, `CF_N`: 4 subgroups of 32 x 32 each).
+pub const COOP_FORWARD_M: u32 = 64;
+pub const COOP_FORWARD_N: u32 = 64;
+
 /// `forward_output`: the most classes it merges (its logits take `TR x MERGED_MAX_CLASSES`
 /// floats of workgroup memory).
 pub const MERGED_MAX_CLASSES: u32 = 32;
@@ -953,7 +958,10 @@ mod tests {
             // The merged forward_output runs only where FusedTiles::merges allows it (below).
             // The split step's kernels run only where FusedTiles::splits allows them (below).
             // output_wide runs only where FusedTiles::output_wide allows it (below).
-            let conditional = |id: &KernelId| id.name().starts_with("forward_output") || id.is_split() || *id == KernelId::OutputWide;
+            // linear_forward_coop runs only on adapters with cooperative matrices (native ones).
+            let conditional = |id: &KernelId| {
+                id.name().starts_with("forward_output") || id.is_split() || *id == KernelId::OutputWide || id.needs_cooperative_matrix()
+            };
             for id in KernelId::ALL.into_iter().filter(|id| !conditional(id)) {
                 let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
                 let n = needs(&compile(id.name(), &id.source(&tiles, fit)));

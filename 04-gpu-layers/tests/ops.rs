@@ -4,7 +4,7 @@
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuTape, FusedTiles, Dim, Elem, GpuTape, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
+    Activation, CpuTape, FusedTiles, Dim, Elem, GpuTape, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -20,11 +20,24 @@ struct Case {
     outputs: Vec<TensorId>,
     /// Labels per tensor id: u32 tensors get random values below this.
     label_range: u32,
+    /// Every f32 input rounded to a value f16 holds exactly (for the kernels with f16 inputs).
+    f16_inputs: bool,
+}
+
+/// `v` rounded to 11 significant bits, or to a multiple of 2^-24 below f16's normal range: a
+/// value f16 holds exactly, for |v| < 65504.
+fn round_to_f16(v: f32) -> f32 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let exponent = ((v.to_bits() >> 23) & 0xff) as i32 - 127;
+    let quantum = 2f32.powi(exponent.max(-14) - 10);
+    (v / quantum).round() * quantum
 }
 
 impl Case {
     fn new() -> Self {
-        Self { tensors: Vec::new(), outputs: Vec::new(), label_range: 2 }
+        Self { tensors: Vec::new(), outputs: Vec::new(), label_range: 2, f16_inputs: false }
     }
 
     fn tensor(&mut self, name: &str, rows: Dim, cols: usize, elem: Elem) -> TensorId {
@@ -68,7 +81,10 @@ impl Case {
                     // signs too. Only Adam's second moments (the back half of "moments") are
                     // squares, in [0, 1).
                     let lo = |j: usize| if t.name == "moments" && j >= n / 2 { 0.0 } else { -1.0 };
-                    let data: Vec<f32> = (0..n).map(|j| rng.random_range(lo(j)..1.0)).collect();
+                    let mut data: Vec<f32> = (0..n).map(|j| rng.random_range(lo(j)..1.0)).collect();
+                    if self.f16_inputs {
+                        data.iter_mut().for_each(|v| *v = round_to_f16(*v));
+                    }
                     cpu.f32_mut(id).copy_from_slice(&data);
                     if self.outputs.contains(&id) {
                         ctx.poison(gpu.buffer(id));
@@ -659,6 +675,44 @@ fn a_forward_split_over_k_and_output_wide_adding_it_up() {
                         };
                         assert_eq!(gpu_layers::plan(&ops, &tiles, false, limits, mb), want, "{shape:?} {mode:?} {splits}");
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The same pair with the forward on the tensor cores (`linear_forward_coop`: products with f16
+/// inputs, where the adapter has cooperative matrices; lavapipe has none, and the test says so
+/// and checks only that the kernel is refused there). Every input is first rounded to a value
+/// f16 holds exactly, so the kernel's own rounding changes nothing, each product of two f16
+/// values is exact in f32, and the CPU twin's f32 sums are the reference within the f32
+/// tolerance: a wrong fragment, tile, round or split fails by far more.
+#[test]
+fn a_forward_split_over_k_on_the_tensor_cores() {
+    let ctx = test_context();
+    if let Err(why) = gpu_matmul::coop_support(ctx) {
+        eprintln!("linear_forward_coop not run: {why}");
+        let err = Kernels::with_matmul_precision(gpu_layers::Precision::F16Inputs).pipeline(ctx, KernelId::LinearForwardCoop);
+        assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_forward_coop");
+        return;
+    }
+    for splits in [2, 3, 4] {
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, ..FusedTiles::DEFAULT };
+        let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
+        for (mb, b) in [(17, 17), (65, 63), (129, 65), (256, 96)] {
+            for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1), (784, 1024, 10)] {
+                for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
+                    // The big shapes once per split count and batch.
+                    if shape.0 == 784 && act != Some(Activation::Relu) {
+                        continue;
+                    }
+                    let mut c = Case::new();
+                    c.f16_inputs = true;
+                    let ops = forward_then_output(&mut c, shape, act, Mode::Train);
+                    c.check_with(&kernels, &ops, mb, b, tol(shape.0));
+                    let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                    let tape = gpu.add_tape(ctx, &kernels, &ops).unwrap();
+                    assert_eq!(gpu.dispatch_names(tape), ["linear_forward_coop (k split)", "output_wide (sums)"], "{shape:?} {splits}");
                 }
             }
         }
