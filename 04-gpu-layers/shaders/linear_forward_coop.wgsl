@@ -15,16 +15,17 @@
 //   conversion pass and no f16 copy is needed. Each value is rounded once per workgroup that
 //   stages it (x once per column band, W once per row band), which is cheap next to the loads;
 // - small tiles: at 784-1024 in a batch of 256 the product is 0.4 GFLOP, a few microseconds of
-//   tensor-core time, and the kernel is all latency. 64 x 64 outputs per workgroup of 4
-//   subgroups (32 x 32 each, 2 x 2 fragments of 16 x 16) and the k loop split over grid z give
-//   at 256 x 1024 16 x 4 x k_split workgroups.
+//   tensor-core time, and the kernel is all latency. CF_M x CF_N outputs per workgroup (32 or
+//   64 each way: 1 to 4 subgroups of 32 x 32, 2 x 2 fragments of 16 x 16 each) and the k loop
+//   split over grid z give at 256 x 1024, with 64 x 64, 16 x 4 x k_split workgroups.
 //
 //   workgroup: CF_M x CF_N = 64 x 64 of y         per round of CF_K = 32 values of k:
-//   +---------+---------+                         all 128 invocations copy x [64][32] and
-//   | sg 0    | sg 1    |  each subgroup 32 x 32: W [32][64] (4 quads of each per invocation),
-//   +---------+---------+  c00 c01                rounded to f16, into workgroup memory; each
-//   | sg 2    | sg 3    |  c10 c11                subgroup then loads 2 + 2 fragments per 16 of k
-//   +---------+---------+                         and issues 4 multiply-adds
+//   +---------+---------+                         all invocations copy x [64][32] and
+//   | sg 0    | sg 1    |  each subgroup 32 x 32: W [32][64] (4 quads of each per invocation,
+//   +---------+---------+  c00 c01                a 16-byte load each where rows are whole
+//   | sg 2    | sg 3    |  c10 c11                quads), rounded to f16, into workgroup memory;
+//   +---------+---------+                         each subgroup then loads 2 + 2 fragments per
+//                                                 16 of k and issues 4 multiply-adds
 //
 // The next round's copies are loaded into registers while this round multiplies (one buffer,
 // two barriers per round, as kernel 08's fastest tile). The rows of staged tiles are padded by
@@ -36,18 +37,21 @@
 // become infinities, which the trainer's NaN check reports), products and sums are f32. Needs
 // cooperative matrices with 16 x 16 x 16 f16 inputs and f32 results, and subgroups of 32 (the
 // host checks: gpu_matmul::coop_support); `enable` lines are prepended by src/kernels.rs.
-// CF_M and CF_N come from the prelude (src/wgsl.rs: the host sizes the grid by them).
+// CF_M and CF_N come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`).
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> params: array<f32>;
+// x and params as vec4 (GpuTape rounds every tensor's buffer up to 16 bytes): one 16-byte load
+// per quad where the rows are multiples of 4 long, four scalar reads (`[i / 4][i % 4]`) where not.
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> params: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // [k_split][batch][out]
 @group(0) @binding(3) var<uniform> batch: Batch;
 @group(0) @binding(4) var<uniform> p: LinearParams;
 
 const CF_K: u32 = 32u;
-const THREADS: u32 = 128u;                   // 4 subgroups of 32
-const SUB_M: u32 = CF_M / 2u;                // each subgroup's rows (2 fragments)
-const SUB_N: u32 = CF_N / 2u;                // and columns (2 fragments)
+const SUB_M: u32 = 32u;                      // each subgroup's rows (2 fragments)
+const SUB_N: u32 = 32u;                      // and columns (2 fragments)
+const SG_N: u32 = CF_N / SUB_N;              // subgroups along the columns
+const THREADS: u32 = 32u * (CF_M / SUB_M) * SG_N; // subgroups of 32
 const LDX: u32 = (CF_K + 8u) / 4u;           // vec4<f16> per staged x row (padded)
 const LDW: u32 = (CF_N + 8u) / 4u;           // vec4<f16> per staged W row (padded)
 const LDC: u32 = CF_N + 4u;                  // f32 per staged output row (padded)
@@ -58,21 +62,32 @@ var<workgroup> xs: array<vec4<f16>, CF_M * LDX>; // x tile [row][k]
 var<workgroup> ws: array<vec4<f16>, CF_K * LDW>; // W tile [k][col]
 var<workgroup> cs: array<f32, CF_M * LDC>;       // the workgroup's outputs, after the rounds
 
-// Four values of x's row `row` from column k (zeros past the input).
+// Four values of x's row `row` from column k, a multiple of 4 (zeros past the input).
 fn x_quad(row: u32, k: u32, k_len: u32) -> vec4<f32> {
+    if k_len % 4u == 0u {
+        // Rows of whole quads: the quad is one vec4, all inside the input or all past it.
+        return select(vec4<f32>(0.0), x[(row * k_len + min(k, k_len - 4u)) / 4u], k < k_len);
+    }
     var v: vec4<f32>;
     for (var e = 0u; e < 4u; e++) {
-        v[e] = select(0.0, x[row * k_len + min(k + e, k_len - 1u)], k + e < k_len);
+        let i = row * k_len + min(k + e, k_len - 1u);
+        v[e] = select(0.0, x[i / 4u][i % 4u], k + e < k_len);
     }
     return v;
 }
 
-// Four weights of W's row k from column col (zeros past the input and past the columns).
+// Four weights of W's row k from column col, a multiple of 4 (zeros past the input and past
+// the columns).
 fn w_quad(k: u32, col: u32, k_len: u32, n: u32) -> vec4<f32> {
+    if n % 4u == 0u {
+        let i = min(k, k_len - 1u) * n + min(col, n - 4u);
+        return select(vec4<f32>(0.0), params[i / 4u], k < k_len && col < n);
+    }
     var v: vec4<f32>;
     for (var e = 0u; e < 4u; e++) {
         let c = col + e;
-        v[e] = select(0.0, params[min(k, k_len - 1u) * n + min(c, n - 1u)], k < k_len && c < n);
+        let i = min(k, k_len - 1u) * n + min(c, n - 1u);
+        v[e] = select(0.0, params[i / 4u][i % 4u], k < k_len && c < n);
     }
     return v;
 }
@@ -112,8 +127,8 @@ fn main(
         wn[l] = w_quad(kb + q / (CF_N / 4u), col0 + 4u * (q % (CF_N / 4u)), k_len, n);
     }
 
-    let wr = (sg / 2u) * SUB_M; // this subgroup's block of the workgroup's outputs
-    let wc = (sg % 2u) * SUB_N;
+    let wr = (sg / SG_N) * SUB_M; // this subgroup's block of the workgroup's outputs
+    let wc = (sg % SG_N) * SUB_N;
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();

@@ -24,9 +24,10 @@
 //! | `OutputLayer` | `output_layer` | h, params, labels, out, dh, counters | `OutputLayerParams` | `B / RPW` |
 //! | `OutputLayer`, `h` of at least `wide_min` columns, at most 16 classes | `output_wide` | h, params, labels, out, dh, counters, (placeholders) | `OutputLayerParams` | `B` (one per row) |
 //! | `LinearForward` + `OutputLayer` (training), `FusedTiles::splits_k` | `linear_forward_tiled (k split)`, then `output_wide (sums)` | x, params, partials; then as `output_wide`, partials and the forward's params | `LinearParams` (`k_split`); `OutputLayerParams` (`sums`) | `(out / FT_N) x (B / FT_M) x tiled_splits`; `B` |
-//! | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / CF_N) x (B / CF_M) x tiled_splits`; `B` |
+//! | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / coop_n) x (B / coop_m) x tiled_splits`; `B` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
+//! | `LinearUpdate` of a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices (one layer per dispatch) | `linear_update_coop` | x, dy, params, grads, state, counters (bindings 0-4, 10-12) | `Update` (layer a) | `COOP_UPDATE_T x COOP_UPDATE_T` tiles |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
 //! | `LinearUpdate`, split | `linear_update (split)` | as `linear_update`, then images, order, the NEXT slot, partials, the next rows | `Update` (with `Split`) | as `linear_update` |
 //! | `ActivateCopy` | `activation_copy_forward` | x, y | `ActivationParams` | `B*cols / WG` |
@@ -396,7 +397,8 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             None => (0..).zip(all).collect(),
         };
         let bind_group = m.bind_group_at(ctx, name, &pipeline, &numbered)?;
-        let opt_uniform = matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate).then(|| uniform.clone());
+        let opt_uniform =
+            matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate | KernelId::LinearUpdateCoop).then(|| uniform.clone());
         Ok::<Step, LayersError>(Step::Kernel { pipeline, bind_group, groups, opt_uniform })
     };
     let kernel = |id, uniform, bound: &[&wgpu::Buffer], groups| kernel_at(id, uniform, bound, None, groups);
@@ -550,6 +552,17 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             &[buf(y.tensor), buf(labels), buf(out.tensor), buf(counters), batch],
             elementwise(rows(&y))?,
         ),
+        Op::LinearUpdate { first, second: None, counters, opt }
+            if crate::gpu_tape::coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, tape.max_batch, &first) =>
+        {
+            // A wide layer with f16 inputs: its gradient on the tensor cores, in tiles of
+            // COOP_UPDATE_T; the one-layer bindings of linear_update.
+            let coop_tiles = crate::FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles };
+            let (u, groups) = update_uniform(ctx, &coop_tiles, &first, None, opt, name)?;
+            let uniform = m.uniform(ctx, name, &u);
+            let bound = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state), buf(counters), batch];
+            kernel_at(KernelId::LinearUpdateCoop, &uniform, &bound, Some(&[0, 1, 2, 3, 4, 10, 11, 12]), (groups as u32, 1, 1))
+        }
         Op::LinearUpdate { first, second, counters, opt } => {
             let (u, groups) = update_uniform(ctx, &tiles, &first, second.as_ref(), opt, name)?;
             let uniform = m.uniform(ctx, name, &u);
@@ -678,7 +691,7 @@ pub(crate) fn prepare_forward_split(
     }
     // On the tensor cores where the products take f16 inputs: the same partial sums, its own grid.
     let (id, (gx, gy), name) = if kernels.coop_on(ctx) {
-        let grid = (y.cols.div_ceil(wgsl::COOP_FORWARD_N as usize), rows.div_ceil(wgsl::COOP_FORWARD_M as usize));
+        let grid = (y.cols.div_ceil(tiles.coop_n as usize), rows.div_ceil(tiles.coop_m as usize));
         (KernelId::LinearForwardCoop, grid, KERNEL_FORWARD_SPLIT_COOP)
     } else {
         (id, (gx, gy), KERNEL_FORWARD_SPLIT)

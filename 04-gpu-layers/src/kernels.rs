@@ -51,6 +51,9 @@ pub enum KernelId {
     /// The split step's `linear_update`: it also writes the next batch's partial sums of its
     /// tiles of the first layer (`linear_update_next.wgsl`).
     LinearUpdateSplit,
+    /// A wide layer's gradient on the tensor cores (f16 inputs, f32 sums) and its optimizer step
+    /// (`linear_update_coop.wgsl`), where [`Kernels::coop_on`].
+    LinearUpdateCoop,
     ActivationCopyForward,
     ActivationCopyBackward,
     DropoutForward,
@@ -60,7 +63,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 24] = [
+    pub const ALL: [KernelId; 25] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -80,6 +83,7 @@ impl KernelId {
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
         KernelId::LinearUpdateSplit,
+        KernelId::LinearUpdateCoop,
         KernelId::ActivationCopyForward,
         KernelId::ActivationCopyBackward,
         KernelId::DropoutForward,
@@ -108,6 +112,7 @@ impl KernelId {
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
             KernelId::LinearUpdateSplit => "linear_update (split)",
+            KernelId::LinearUpdateCoop => "linear_update_coop",
             KernelId::ActivationCopyForward => "activation_copy_forward",
             KernelId::ActivationCopyBackward => "activation_copy_backward",
             KernelId::DropoutForward => "dropout_forward",
@@ -118,7 +123,7 @@ impl KernelId {
 
     /// Whether this kernel runs on the tensor cores (cooperative matrices, f16, subgroups of 32).
     pub fn needs_cooperative_matrix(self) -> bool {
-        self == KernelId::LinearForwardCoop
+        matches!(self, KernelId::LinearForwardCoop | KernelId::LinearUpdateCoop)
     }
 
     /// Whether this is one of the split step's kernels.
@@ -146,7 +151,8 @@ impl KernelId {
                 ("FT_K", tiles.tiled_k),
                 ("FT_S", tiles.tiled_s),
             ],
-            KernelId::LinearForwardCoop => vec![("CF_M", wgsl::COOP_FORWARD_M), ("CF_N", wgsl::COOP_FORWARD_N)],
+            KernelId::LinearForwardCoop => vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n)],
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -244,6 +250,9 @@ impl KernelId {
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
                 ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl"))
+            }
+            KernelId::LinearUpdateCoop => {
+                ("shaders/linear_update_coop.wgsl", include_str!("../shaders/linear_update_coop.wgsl"))
             }
             KernelId::ActivationCopyForward => {
                 ("shaders/activation_copy_forward.wgsl", include_str!("../shaders/activation_copy_forward.wgsl"))

@@ -48,10 +48,10 @@ pub const OUTPUT_WIDE_KPI: u32 = 4;
 pub const OUTPUT_WIDE_CLASSES: u32 = 16;
 pub const OUTPUT_WIDE_SLICES: u32 = 16;
 
-/// `linear_forward_coop` (the split forward on the tensor cores, f16 inputs): rows and columns
-/// of the output per workgroup (WGSL `CF_M`, `CF_N`: 4 subgroups of 32 x 32 each).
-pub const COOP_FORWARD_M: u32 = 64;
-pub const COOP_FORWARD_N: u32 = 64;
+
+/// `linear_update_coop` (a wide layer's gradient on the tensor cores, f16 inputs): the side of
+/// the square tile of parameters each workgroup moves (WGSL `UC_T`; 4 subgroups of 32 x 32).
+pub const COOP_UPDATE_T: u32 = 64;
 
 /// `forward_output`: the most classes it merges (its logits take `TR x MERGED_MAX_CLASSES`
 /// floats of workgroup memory).
@@ -146,6 +146,11 @@ pub struct FusedTiles {
     /// `output_wide` reads its output: each writes raw partial sums, and `output_wide` adds
     /// them up with the bias and the activation ([`FusedTiles::splits_k`]); 1: never split.
     pub tiled_splits: u32,
+    /// `linear_forward_coop` (a forward split over k on the tensor cores, where the products take
+    /// f16 inputs): rows of the output per workgroup (`CF_M`: 32 or 64, a subgroup per 32).
+    pub coop_m: u32,
+    /// `linear_forward_coop`: columns of the output per workgroup (`CF_N`: 32 or 64).
+    pub coop_n: u32,
 }
 
 impl FusedTiles {
@@ -188,6 +193,8 @@ impl FusedTiles {
         tiled_s: 2,
         wide_min: 256,
         tiled_splits: 1,
+        coop_m: 64,
+        coop_n: 64,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -309,6 +316,12 @@ impl FusedTiles {
             let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
             add(format!("tiled splits {v} update B 8 T 64 slices 2"), FusedTiles { tiled_splits: v, ..b8 });
         }
+        // The split forward on the tensor cores (`--matmul f16-inputs`; elsewhere these run
+        // linear_forward_tiled split as above): 32 x 32 or 32 x 64 outputs per workgroup.
+        for v in [2, 4] {
+            add(format!("tiled splits {v} coop 32 x 32"), FusedTiles { tiled_splits: v, coop_m: 32, coop_n: 32, ..d });
+        }
+        add("tiled splits 2 coop 32 x 64".into(), FusedTiles { tiled_splits: 2, coop_m: 32, ..d });
         out
     }
 
@@ -501,6 +514,9 @@ impl FusedTiles {
         let (ut, ur) = (t.update_t, t.update_r);
         if ![4, 8].contains(&t.update_block) || t.update_block > ut / 2 {
             return fail("linear_update needs blocks of 4 or 8, at most half its tile side".into());
+        }
+        if ![32, 64].contains(&t.coop_m) || ![32, 64].contains(&t.coop_n) {
+            return fail("linear_forward_coop takes 32 or 64 rows and columns per workgroup".into());
         }
         if !(1..=16).contains(&t.tiled_splits) {
             return fail("linear_forward_tiled splits its k loop 1 to 16 ways".into());

@@ -504,16 +504,49 @@ fn linear_update_fused_one_and_two_layers() {
     let b8_t32 = FusedTiles { update_block: 8, update_slices: 8, ..d };
     for tiles in [d, b8, b8_t32] {
         let kernels = Kernels::with_tiles(tiles);
-        linear_update_cases(&kernels);
+        linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, false);
     }
 }
 
-fn linear_update_cases(kernels: &std::sync::Arc<Kernels>) {
-    for (mb, b) in BATCHES {
-        for ((i, o), (i2, o2)) in [((1, 1), (3, 2)), ((17, 63), (63, 5)), ((65, 17), (1, 33)), ((129, 257), (31, 32))] {
+/// `linear_update_coop`: every layer's gradient on the tensor cores (the tiled forward's rule
+/// taking every layer, products with f16 inputs), one layer per dispatch, where the adapter has
+/// cooperative matrices (lavapipe has none: the test says so and checks that the kernel is
+/// refused there). The shapes of `linear_update`, and 784-1024-10 in batches of 256 and 96
+/// (rounds of 32 rows, a short last one); inputs rounded to values f16 holds exactly, so the
+/// CPU twin's f32 sums are the reference within the f32 tolerance.
+#[test]
+fn linear_update_on_the_tensor_cores() {
+    let ctx = test_context();
+    if let Err(why) = gpu_matmul::coop_support(ctx) {
+        eprintln!("linear_update_coop not run: {why}");
+        let err = Kernels::with_matmul_precision(gpu_layers::Precision::F16Inputs).pipeline(ctx, KernelId::LinearUpdateCoop);
+        assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_update_coop");
+        return;
+    }
+    let tiles = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
+    let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
+    linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
+    linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+}
+
+/// (inputs, outputs) of the first and the second layer of `linear_update_cases`.
+type TwoLayers = ((usize, usize), (usize, usize));
+const UPDATE_SHAPES: [TwoLayers; 4] = [((1, 1), (3, 2)), ((17, 63), (63, 5)), ((65, 17), (1, 33)), ((129, 257), (31, 32))];
+
+/// Every shape at every (max_batch, batch), SGD with momentum and Adam, one layer and two, inputs
+/// rounded to f16 where `f16`; with `f16`, each layer must run `linear_update_coop`.
+fn linear_update_cases(
+    kernels: &std::sync::Arc<Kernels>,
+    batches: &[(usize, usize)],
+    shapes: &[TwoLayers],
+    f16: bool,
+) {
+    for &(mb, b) in batches {
+        for &((i, o), (i2, o2)) in shapes {
             for opt in [Optimizer::sgd(0.05, 0.9), Optimizer::adam(0.01)] {
                 for two in [false, true] {
                     let mut c = Case::new();
+                    c.f16_inputs = f16;
                     let k = opt.state_per_parameter();
                     let layer = |c: &mut Case, n: &str, i: usize, o: usize| LayerUpdate {
                         x: { let t = c.tensor(&format!("x{n}"), Dim::Batch, i, Elem::F32); c.view(t) },
@@ -525,7 +558,15 @@ fn linear_update_cases(kernels: &std::sync::Arc<Kernels>) {
                     let first = layer(&mut c, "1", i, o);
                     let second = two.then(|| layer(&mut c, "2", i2, o2));
                     let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                    c.check_with(kernels, &[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
+                    let ops = [Op::LinearUpdate { first, second, counters, opt }];
+                    let dispatches = c.check_with(kernels, &ops, mb, b, tol(b));
+                    if f16 {
+                        let ctx = test_context();
+                        let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                        let tape = gpu.add_tape(ctx, kernels, &ops).unwrap();
+                        assert_eq!(dispatches, 1 + two as usize);
+                        assert!(gpu.dispatch_names(tape).iter().all(|n| *n == "linear_update_coop"), "{:?}", gpu.dispatch_names(tape));
+                    }
                 }
             }
         }
