@@ -22,10 +22,10 @@
 //   workgroup: CF_M x CF_N = 64 x 64 of y         per round of CF_K = 32 values of k:
 //   +---------+---------+                         all invocations copy x [64][32] and
 //   | sg 0    | sg 1    |  each subgroup 32 x 32: W [32][64] (4 quads of each per invocation,
-//   +---------+---------+  c00 c01                a 16-byte load each where rows are whole
-//   | sg 2    | sg 3    |  c10 c11                quads), rounded to f16, into workgroup memory;
-//   +---------+---------+                         each subgroup then loads 2 + 2 fragments per
-//                                                 16 of k and issues 4 multiply-adds
+//   +---------+---------+  c00 c01                1 or 4 loads each), rounded to f16, into
+//   | sg 2    | sg 3    |  c10 c11                workgroup memory; each subgroup then loads
+//   +---------+---------+                         2 + 2 fragments per 16 of k and issues 4
+//                                                 multiply-adds
 //
 // The next round's copies are loaded into registers while this round multiplies (one buffer,
 // two barriers per round, as kernel 08's fastest tile). The rows of staged tiles are padded by
@@ -37,10 +37,12 @@
 // become infinities, which the trainer's NaN check reports), products and sums are f32. Needs
 // cooperative matrices with 16 x 16 x 16 f16 inputs and f32 results, and subgroups of 32 (the
 // host checks: gpu_matmul::coop_support); `enable` lines are prepended by src/kernels.rs.
-// CF_M and CF_N come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`).
+// CF_M, CF_N and COOP_VEC4 come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`,
+// `coop_vec4`).
 
-// x and params as vec4 (GpuTape rounds every tensor's buffer up to 16 bytes): one 16-byte load
-// per quad where the rows are multiples of 4 long, four scalar reads (`[i / 4][i % 4]`) where not.
+// x and params as vec4 (every tensor's buffer is a whole number of 16-byte quads). COOP_VEC4 = 1:
+// one 16-byte load per quad where the rows are whole quads; 0 (or rows that are not): four
+// 4-byte loads (`[i / 4][i % 4]`).
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> params: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // [k_split][batch][out]
@@ -64,8 +66,7 @@ var<workgroup> cs: array<f32, CF_M * LDC>;       // the workgroup's outputs, aft
 
 // Four values of x's row `row` from column k, a multiple of 4 (zeros past the input).
 fn x_quad(row: u32, k: u32, k_len: u32) -> vec4<f32> {
-    if k_len % 4u == 0u {
-        // Rows of whole quads: the quad is one vec4, all inside the input or all past it.
+    if COOP_VEC4 == 1u && k_len % 4u == 0u {
         return select(vec4<f32>(0.0), x[(row * k_len + min(k, k_len - 4u)) / 4u], k < k_len);
     }
     var v: vec4<f32>;
@@ -79,7 +80,7 @@ fn x_quad(row: u32, k: u32, k_len: u32) -> vec4<f32> {
 // Four weights of W's row k from column col, a multiple of 4 (zeros past the input and past
 // the columns).
 fn w_quad(k: u32, col: u32, k_len: u32, n: u32) -> vec4<f32> {
-    if n % 4u == 0u {
+    if COOP_VEC4 == 1u && n % 4u == 0u {
         let i = min(k, k_len - 1u) * n + min(col, n - 4u);
         return select(vec4<f32>(0.0), params[i / 4u], k < k_len && col < n);
     }

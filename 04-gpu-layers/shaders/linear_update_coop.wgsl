@@ -22,14 +22,15 @@
 // The next round's copies are in flight in registers while this round multiplies (one buffer,
 // two barriers per round). After the last round each subgroup stores its fragments into an f32
 // tile in workgroup memory, and every invocation takes 32 parameters of it (neighbouring
-// invocations, neighbouring columns): gradient, SGD or Adam, stores.
+// invocations, neighbouring columns): gradient, SGD or Adam, stores. Those parameters and their
+// state are loaded at the start, so the loads overlap the rounds.
 //
 // Precision: x and dy are rounded to f16 (a relative 2^-11 each; gradients below f16's
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
 // NaN check reports); sums, parameters and optimizer state stay f32. Needs cooperative matrices
 // (16 x 16 x 16, f16 inputs, f32 results) and subgroups of 32 (the host checks:
-// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T comes from the
-// prelude (src/wgsl.rs: the host sizes the grid by it).
+// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T and COOP_VEC4
+// come from the prelude (src/wgsl.rs: the host sizes the grid by UC_T; `FusedTiles::coop_vec4`).
 
 struct LayerShape {
     inputs: u32,
@@ -52,7 +53,8 @@ struct Update {
     split: Split,  // not used here
 }
 
-// x and dy as vec4 (GpuTape rounds every tensor's buffer up to 16 bytes).
+// x and dy as vec4 (every tensor's buffer is a whole number of 16-byte quads): with COOP_VEC4 = 1,
+// one 16-byte load per quad where the rows are whole quads; else four 4-byte loads.
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> dy: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> params: array<f32>;
@@ -76,42 +78,41 @@ var<workgroup> ds: array<vec4<f16>, UC_R * LDS>; // dy rows [row][j]
 var<workgroup> cs: array<f32, UC_T * LDC>;       // the tile's gradient, after the rounds
 
 // Four values of the augmented input row `row` ([x | 1]: column `inputs` is the constant 1 that
-// multiplies the bias) from column k, a multiple of 4; zeros past it and past the live batch.
+// multiplies the bias) from column k; zeros past it and past the live batch. Every load is
+// issued, at an index clamped into the tensor, and `select` zeroes what lies outside (as in
+// linear_update.wgsl, so the compiler can issue a round's loads back to back).
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
     let inputs = u.a.inputs;
-    if row >= batch.rows {
-        return vec4<f32>(0.0);
-    }
+    let r = min(row, max(batch.rows, 1u) - 1u);
     var v: vec4<f32>;
-    if inputs % 4u == 0u {
+    if COOP_VEC4 == 1u && inputs % 4u == 0u {
         // Whole quads: inside the input, or the bias column's quad, or past both.
-        v = x[(row * inputs + min(k, inputs - 4u)) / 4u];
-        return select(select(vec4<f32>(0.0), vec4<f32>(1.0, 0.0, 0.0, 0.0), k == inputs), v, k < inputs);
+        v = select(select(vec4<f32>(0.0), vec4<f32>(1.0, 0.0, 0.0, 0.0), k == inputs), x[(r * inputs + min(k, inputs - 4u)) / 4u], k < inputs);
+        return select(vec4<f32>(0.0), v, row < batch.rows);
     }
     for (var e = 0u; e < 4u; e++) {
         let kk = k + e;
-        let i = row * inputs + min(kk, inputs - 1u);
-        v[e] = select(select(0.0, 1.0, kk == inputs), x[i / 4u][i % 4u], kk < inputs);
+        let i = r * inputs + min(kk, inputs - 1u);
+        let value = x[i / 4u][i % 4u];
+        v[e] = select(select(0.0, 1.0, kk == inputs), value, kk < inputs);
     }
-    return v;
+    return select(vec4<f32>(0.0), v, row < batch.rows);
 }
 
-// Four values of dy's row `row` from column j, a multiple of 4; zeros past the outputs and
-// past the live batch.
+// Four values of dy's row `row` from column j; zeros past the outputs and past the live batch.
 fn dy_quad(row: u32, j: u32) -> vec4<f32> {
     let outputs = u.a.outputs;
-    if row >= batch.rows {
-        return vec4<f32>(0.0);
-    }
-    if outputs % 4u == 0u {
-        return select(vec4<f32>(0.0), dy[(row * outputs + min(j, outputs - 4u)) / 4u], j < outputs);
-    }
+    let r = min(row, max(batch.rows, 1u) - 1u);
     var v: vec4<f32>;
+    if COOP_VEC4 == 1u && outputs % 4u == 0u {
+        v = select(vec4<f32>(0.0), dy[(r * outputs + min(j, outputs - 4u)) / 4u], j < outputs);
+        return select(vec4<f32>(0.0), v, row < batch.rows);
+    }
     for (var e = 0u; e < 4u; e++) {
-        let i = row * outputs + min(j + e, outputs - 1u);
+        let i = r * outputs + min(j + e, outputs - 1u);
         v[e] = select(0.0, dy[i / 4u][i % 4u], j + e < outputs);
     }
-    return v;
+    return select(vec4<f32>(0.0), v, row < batch.rows);
 }
 
 @compute @workgroup_size(THREADS)
@@ -125,6 +126,25 @@ fn main(
     let j0 = (wid.x % shape.tiles_n) * UC_T;
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
     let rounds = (batch.rows + UC_R - 1u) / UC_R;
+
+    // The parameters this invocation moves at the end (element e = tid + m * THREADS of the
+    // tile: row e / UC_T, column e % UC_T) and their optimizer state, loaded now: they do not
+    // depend on the gradient, and loaded after it, each parameter's loads would wait for the
+    // previous one's stores (the compiler cannot tell that they never overlap).
+    let count = (shape.inputs + 1u) * shape.outputs;
+    let adam = u.opt.kind == OPT_ADAM;
+    var p0: array<f32, PER_THREAD>;
+    var p1: array<f32, PER_THREAD>;
+    var p2: array<f32, PER_THREAD>;
+    for (var m = 0u; m < PER_THREAD; m++) {
+        let e = tid + m * THREADS;
+        let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
+        p0[m] = params[i];
+        p1[m] = state[i];
+        if adam {
+            p2[m] = state[count + i];
+        }
+    }
 
     // This invocation's quads of each round: quad q is row q / TQ, column 4 (q % TQ) of both
     // staged tiles.
@@ -185,10 +205,7 @@ fn main(
     coopStoreT(s11, &cs[i11], LDC);
     workgroupBarrier();
 
-    // Each parameter of the tile: element e = tid + m * THREADS is row e / UC_T (k), column
-    // e % UC_T (j).
-    let count = (shape.inputs + 1u) * shape.outputs;
-    let adam = u.opt.kind == OPT_ADAM;
+    // Each parameter of the tile: gradient, step, stores.
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = tid + m * THREADS;
         let k = k0 + e / UC_T;
@@ -200,9 +217,9 @@ fn main(
         let g = cs[(e / UC_T) * LDC + e % UC_T];
         var moved: Moved;
         if adam {
-            moved = adam_step(u.opt, adam_t, params[i], g, state[i], state[count + i]);
+            moved = adam_step(u.opt, adam_t, p0[m], g, p1[m], p2[m]);
         } else {
-            moved = sgd_step(u.opt, params[i], g, state[i]);
+            moved = sgd_step(u.opt, p0[m], g, p1[m]);
         }
         grads[i] = g;
         params[i] = moved.param;

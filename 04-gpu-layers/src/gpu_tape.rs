@@ -62,8 +62,7 @@ impl GpuTape {
         let manager = BufferManager::new();
         let mut buffers = Vec::with_capacity(tensors.len());
         for t in tensors {
-            // Whole 16-byte quads, so a kernel may read a tensor as vec4 (linear_forward_coop).
-            buffers.push(manager.storage(ctx, &t.name, (4 * t.capacity(max_batch) as u64).next_multiple_of(16))?);
+            buffers.push(manager.storage(ctx, &t.name, 4 * t.capacity(max_batch) as u64)?);
         }
         let batch_uniform = manager.uniform(ctx, "batch", &Batch::new(max_batch));
         let placeholder = manager.storage(ctx, "placeholder", 16)?;

@@ -151,8 +151,10 @@ impl KernelId {
                 ("FT_K", tiles.tiled_k),
                 ("FT_S", tiles.tiled_s),
             ],
-            KernelId::LinearForwardCoop => vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n)],
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T)],
+            KernelId::LinearForwardCoop => {
+                vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_VEC4", tiles.coop_vec4 as u32)]
+            }
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("COOP_VEC4", tiles.coop_vec4 as u32)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),

@@ -151,6 +151,9 @@ pub struct FusedTiles {
     pub coop_m: u32,
     /// `linear_forward_coop`: columns of the output per workgroup (`CF_N`: 32 or 64).
     pub coop_n: u32,
+    /// `linear_forward_coop` and `linear_update_coop`: each quad of the inputs they stage read as
+    /// one 16-byte load where the rows are whole quads (`COOP_VEC4` 1), or as four 4-byte loads.
+    pub coop_vec4: bool,
 }
 
 impl FusedTiles {
@@ -195,6 +198,7 @@ impl FusedTiles {
         tiled_splits: 1,
         coop_m: 64,
         coop_n: 64,
+        coop_vec4: false,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -322,6 +326,7 @@ impl FusedTiles {
             add(format!("tiled splits {v} coop 32 x 32"), FusedTiles { tiled_splits: v, coop_m: 32, coop_n: 32, ..d });
         }
         add("tiled splits 2 coop 32 x 64".into(), FusedTiles { tiled_splits: 2, coop_m: 32, ..d });
+        add("tiled splits 2 coop vec4".into(), FusedTiles { tiled_splits: 2, coop_vec4: true, ..d });
         out
     }
 

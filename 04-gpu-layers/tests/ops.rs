@@ -523,10 +523,12 @@ fn linear_update_on_the_tensor_cores() {
         assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_update_coop");
         return;
     }
-    let tiles = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
-    let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
-    linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
-    linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+    for coop_vec4 in [false, true] {
+        let tiles = FusedTiles { tiled_min: 1, coop_vec4, ..FusedTiles::DEFAULT };
+        let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
+        linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
+        linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+    }
 }
 
 /// (inputs, outputs) of the first and the second layer of `linear_update_cases`.
@@ -727,7 +729,8 @@ fn a_forward_split_over_k_and_output_wide_adding_it_up() {
 /// and checks only that the kernel is refused there). Every input is first rounded to a value
 /// f16 holds exactly, so the kernel's own rounding changes nothing, each product of two f16
 /// values is exact in f32, and the CPU twin's f32 sums are the reference within the f32
-/// tolerance: a wrong fragment, tile, round or split fails by far more.
+/// tolerance: a wrong fragment, tile, round or split fails by far more. Tiles of 64 x 64,
+/// 32 x 32 and 32 x 64, with the inputs read as 4-byte and as 16-byte loads.
 #[test]
 fn a_forward_split_over_k_on_the_tensor_cores() {
     let ctx = test_context();
@@ -737,8 +740,10 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
         assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_forward_coop");
         return;
     }
-    for splits in [2, 3, 4] {
-        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, ..FusedTiles::DEFAULT };
+    // (splits, rows and columns per workgroup, 16-byte loads)
+    for (splits, coop_m, coop_n, coop_vec4) in [(2, 64, 64, false), (3, 64, 64, true), (4, 64, 64, false), (2, 32, 32, true), (3, 32, 64, false)] {
+        let d = FusedTiles::DEFAULT;
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, coop_m, coop_n, coop_vec4, ..d };
         let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
         for (mb, b) in [(17, 17), (65, 63), (129, 65), (256, 96)] {
             for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1), (784, 1024, 10)] {
