@@ -37,12 +37,15 @@
 // become infinities, which the trainer's NaN check reports), products and sums are f32. Needs
 // cooperative matrices with 16 x 16 x 16 f16 inputs and f32 results, and subgroups of 32 (the
 // host checks: gpu_matmul::coop_support); `enable` lines are prepended by src/kernels.rs.
-// CF_M, CF_N and COOP_VEC4 come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`,
-// `coop_vec4`).
+// CF_M, CF_N and COOP_LOADS come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`,
+// `coop_loads`).
 
-// x and params as vec4 (every tensor's buffer is a whole number of 16-byte quads). COOP_VEC4 = 1:
-// one 16-byte load per quad where the rows are whole quads; 0 (or rows that are not): four
-// 4-byte loads (`[i / 4][i % 4]`).
+// x and params as vec4 (every tensor's buffer is a whole number of 16-byte quads), read in one
+// of three ways (COOP_LOADS): 0, each invocation copies whole quads, as four 4-byte loads
+// (`[i / 4][i % 4]`); 1, the same quads as one 16-byte load each where the rows are whole quads;
+// 2, each invocation copies single values, neighbouring invocations neighbouring values (every
+// load instruction of a subgroup reads 128 contiguous bytes), stored to workgroup memory one
+// half at a time.
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> params: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // [k_split][batch][out]
@@ -59,6 +62,8 @@ const LDW: u32 = (CF_N + 8u) / 4u;           // vec4<f16> per staged W row (padd
 const LDC: u32 = CF_N + 4u;                  // f32 per staged output row (padded)
 const XQ: u32 = CF_M * CF_K / 4u / THREADS;  // x quads each invocation copies per round
 const WQ: u32 = CF_K * CF_N / 4u / THREADS;  // W quads each invocation copies per round
+const XE: u32 = 4u * XQ;                     // or x values (COOP_LOADS 2)
+const WE: u32 = 4u * WQ;                     // or W values
 
 var<workgroup> xs: array<vec4<f16>, CF_M * LDX>; // x tile [row][k]
 var<workgroup> ws: array<vec4<f16>, CF_K * LDW>; // W tile [k][col]
@@ -66,7 +71,7 @@ var<workgroup> cs: array<f32, CF_M * LDC>;       // the workgroup's outputs, aft
 
 // Four values of x's row `row` from column k, a multiple of 4 (zeros past the input).
 fn x_quad(row: u32, k: u32, k_len: u32) -> vec4<f32> {
-    if COOP_VEC4 == 1u && k_len % 4u == 0u {
+    if COOP_LOADS == 1u && k_len % 4u == 0u {
         return select(vec4<f32>(0.0), x[(row * k_len + min(k, k_len - 4u)) / 4u], k < k_len);
     }
     var v: vec4<f32>;
@@ -80,7 +85,7 @@ fn x_quad(row: u32, k: u32, k_len: u32) -> vec4<f32> {
 // Four weights of W's row k from column col, a multiple of 4 (zeros past the input and past
 // the columns).
 fn w_quad(k: u32, col: u32, k_len: u32, n: u32) -> vec4<f32> {
-    if COOP_VEC4 == 1u && n % 4u == 0u {
+    if COOP_LOADS == 1u && n % 4u == 0u {
         let i = min(k, k_len - 1u) * n + min(col, n - 4u);
         return select(vec4<f32>(0.0), params[i / 4u], k < k_len && col < n);
     }
@@ -91,6 +96,68 @@ fn w_quad(k: u32, col: u32, k_len: u32, n: u32) -> vec4<f32> {
         v[e] = select(0.0, params[i / 4u][i % 4u], k < k_len && c < n);
     }
     return v;
+}
+
+// The round's copies in flight: quads (COOP_LOADS 0, 1) or single values (2).
+var<private> xn: array<vec4<f32>, XQ>;
+var<private> wn: array<vec4<f32>, WQ>;
+var<private> xe: array<f32, XE>;
+var<private> we: array<f32, WE>;
+
+// Loads the copies of the round that starts at k = k0, for the workgroup's rows row0.. (rows past
+// the batch read the last live row; their outputs are never written) and columns col0...
+fn fetch(tid: u32, row0: u32, last: u32, col0: u32, k0: u32, k_len: u32, n: u32) {
+    if COOP_LOADS == 2u {
+        // Value e: x row e / CF_K, k e % CF_K; W row e / CF_N, column e % CF_N.
+        for (var l = 0u; l < XE; l++) {
+            let e = tid + l * THREADS;
+            let k = k0 + e % CF_K;
+            let i = min(row0 + e / CF_K, last) * k_len + min(k, k_len - 1u);
+            xe[l] = select(0.0, x[i / 4u][i % 4u], k < k_len);
+        }
+        for (var l = 0u; l < WE; l++) {
+            let e = tid + l * THREADS;
+            let k = k0 + e / CF_N;
+            let c = col0 + e % CF_N;
+            let i = min(k, k_len - 1u) * n + min(c, n - 1u);
+            we[l] = select(0.0, params[i / 4u][i % 4u], k < k_len && c < n);
+        }
+        return;
+    }
+    // Quad q: x row q / (CF_K / 4), k 4 (q % (CF_K / 4)); W row q / (CF_N / 4), column 4 (q % (CF_N / 4)).
+    for (var l = 0u; l < XQ; l++) {
+        let q = tid + l * THREADS;
+        xn[l] = x_quad(min(row0 + q / (CF_K / 4u), last), k0 + 4u * (q % (CF_K / 4u)), k_len);
+    }
+    for (var l = 0u; l < WQ; l++) {
+        let q = tid + l * THREADS;
+        wn[l] = w_quad(k0 + q / (CF_N / 4u), col0 + 4u * (q % (CF_N / 4u)), k_len, n);
+    }
+}
+
+// Stores the copies that arrived into workgroup memory, rounded to f16.
+fn stash(tid: u32) {
+    if COOP_LOADS == 2u {
+        for (var l = 0u; l < XE; l++) {
+            let e = tid + l * THREADS;
+            let k = e % CF_K;
+            xs[(e / CF_K) * LDX + k / 4u][k % 4u] = f16(xe[l]);
+        }
+        for (var l = 0u; l < WE; l++) {
+            let e = tid + l * THREADS;
+            let c = e % CF_N;
+            ws[(e / CF_N) * LDW + c / 4u][c % 4u] = f16(we[l]);
+        }
+        return;
+    }
+    for (var l = 0u; l < XQ; l++) {
+        let q = tid + l * THREADS;
+        xs[(q / (CF_K / 4u)) * LDX + q % (CF_K / 4u)] = vec4<f16>(xn[l]);
+    }
+    for (var l = 0u; l < WQ; l++) {
+        let q = tid + l * THREADS;
+        ws[(q / (CF_N / 4u)) * LDW + q % (CF_N / 4u)] = vec4<f16>(wn[l]);
+    }
 }
 
 @compute @workgroup_size(THREADS)
@@ -113,20 +180,7 @@ fn main(
     let first_round = min(wid.z * per_split, all_rounds);
     let rounds = min(first_round + per_split, all_rounds) - first_round;
     let kb = first_round * CF_K;
-
-    // This invocation's quads of each round: x quad q is row q / (CF_K / 4), k 4 (q % (CF_K / 4));
-    // W quad q is k q / (CF_N / 4), column 4 (q % (CF_N / 4)). Rows past the batch read the
-    // last live row (their outputs are never written).
-    var xn: array<vec4<f32>, XQ>;
-    var wn: array<vec4<f32>, WQ>;
-    for (var l = 0u; l < XQ; l++) {
-        let q = tid + l * THREADS;
-        xn[l] = x_quad(min(row0 + q / (CF_K / 4u), last), kb + 4u * (q % (CF_K / 4u)), k_len);
-    }
-    for (var l = 0u; l < WQ; l++) {
-        let q = tid + l * THREADS;
-        wn[l] = w_quad(kb + q / (CF_N / 4u), col0 + 4u * (q % (CF_N / 4u)), k_len, n);
-    }
+    fetch(tid, row0, last, col0, kb, k_len, n);
 
     let wr = (sg / SG_N) * SUB_M; // this subgroup's block of the workgroup's outputs
     let wc = (sg % SG_N) * SUB_N;
@@ -135,27 +189,10 @@ fn main(
     var c10 = coop_mat16x16<f32, C>();
     var c11 = coop_mat16x16<f32, C>();
     for (var t = 0u; t < rounds; t++) {
-        // The round that arrived, rounded to f16, into workgroup memory.
-        for (var l = 0u; l < XQ; l++) {
-            let q = tid + l * THREADS;
-            xs[(q / (CF_K / 4u)) * LDX + q % (CF_K / 4u)] = vec4<f16>(xn[l]);
-        }
-        for (var l = 0u; l < WQ; l++) {
-            let q = tid + l * THREADS;
-            ws[(q / (CF_N / 4u)) * LDW + q % (CF_N / 4u)] = vec4<f16>(wn[l]);
-        }
+        stash(tid); // the round that arrived
         workgroupBarrier();
-        // The next round's copies, in flight during this round's multiply-adds.
         if t + 1u < rounds {
-            let k0 = kb + (t + 1u) * CF_K;
-            for (var l = 0u; l < XQ; l++) {
-                let q = tid + l * THREADS;
-                xn[l] = x_quad(min(row0 + q / (CF_K / 4u), last), k0 + 4u * (q % (CF_K / 4u)), k_len);
-            }
-            for (var l = 0u; l < WQ; l++) {
-                let q = tid + l * THREADS;
-                wn[l] = w_quad(k0 + q / (CF_N / 4u), col0 + 4u * (q % (CF_N / 4u)), k_len, n);
-            }
+            fetch(tid, row0, last, col0, kb + (t + 1u) * CF_K, k_len, n); // in flight during the multiply-adds
         }
         for (var kk = 0u; kk < CF_K; kk += 16u) {
             // Row-major fragments: x rows wr.., 16 values of k each; W rows kk.., 16 columns each

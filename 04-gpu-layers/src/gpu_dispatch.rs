@@ -27,7 +27,7 @@
 //! | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / coop_n) x (B / coop_m) x tiled_splits`; `B` |
 //! | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
 //! | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
-//! | `LinearUpdate` of a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices (one layer per dispatch) | `linear_update_coop` | x, dy, params, grads, state, counters (bindings 0-4, 10-12) | `Update` (layer a) | `COOP_UPDATE_T x COOP_UPDATE_T` tiles |
+//! | `LinearUpdate` with a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices | `linear_update_coop` | as `linear_update` | `Update` | `COOP_UPDATE_T x COOP_UPDATE_T` tiles of both layers |
 //! | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
 //! | `LinearUpdate`, split | `linear_update (split)` | as `linear_update`, then images, order, the NEXT slot, partials, the next rows | `Update` (with `Split`) | as `linear_update` |
 //! | `ActivateCopy` | `activation_copy_forward` | x, y | `ActivationParams` | `B*cols / WG` |
@@ -552,19 +552,16 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
             &[buf(y.tensor), buf(labels), buf(out.tensor), buf(counters), batch],
             elementwise(rows(&y))?,
         ),
-        Op::LinearUpdate { first, second: None, counters, opt }
-            if crate::gpu_tape::coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, tape.max_batch, &first) =>
-        {
-            // A wide layer with f16 inputs: its gradient on the tensor cores, in tiles of
-            // COOP_UPDATE_T; the one-layer bindings of linear_update.
-            let coop_tiles = crate::FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles };
-            let (u, groups) = update_uniform(ctx, &coop_tiles, &first, None, opt, name)?;
-            let uniform = m.uniform(ctx, name, &u);
-            let bound = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state), buf(counters), batch];
-            kernel_at(KernelId::LinearUpdateCoop, &uniform, &bound, Some(&[0, 1, 2, 3, 4, 10, 11, 12]), (groups as u32, 1, 1))
-        }
         Op::LinearUpdate { first, second, counters, opt } => {
-            let (u, groups) = update_uniform(ctx, &tiles, &first, second.as_ref(), opt, name)?;
+            // With a wide layer and f16 inputs, the gradients on the tensor cores: the same
+            // bindings and uniform, in tiles of COOP_UPDATE_T.
+            let coop = crate::gpu_tape::coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, tape.max_batch, op);
+            let (id, update_tiles) = if coop {
+                (KernelId::LinearUpdateCoop, crate::FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles })
+            } else {
+                (KernelId::LinearUpdate, tiles)
+            };
+            let (u, groups) = update_uniform(ctx, &update_tiles, &first, second.as_ref(), opt, name)?;
             let uniform = m.uniform(ctx, name, &u);
             let a_bufs = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state)];
             if !wgsl::DeviceFit::for_limits(&ctx.limits).linear_update_pairs {
@@ -575,7 +572,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 }
                 let bound = [a_bufs[0], a_bufs[1], a_bufs[2], a_bufs[3], a_bufs[4], buf(counters), batch];
                 let numbers = [0, 1, 2, 3, 4, 10, 11, 12];
-                return kernel_at(KernelId::LinearUpdate, &uniform, &bound, Some(&numbers), (groups as u32, 1, 1));
+                return kernel_at(id, &uniform, &bound, Some(&numbers), (groups as u32, 1, 1));
             }
             let [p0, p1, p2] = &tape.placeholders_rw;
             let placeholder = &tape.placeholder;
@@ -597,7 +594,7 @@ pub(crate) fn prepare(tape: &GpuTape, ctx: &GpuContext, kernels: &Kernels, op: &
                 buf(counters),
                 batch,
             ];
-            kernel(KernelId::LinearUpdate, &uniform, &bound, (groups as u32, 1, 1))
+            kernel(id, &uniform, &bound, (groups as u32, 1, 1))
         }
     }
 }

@@ -123,7 +123,7 @@ impl GpuTape {
     ) -> Result<Vec<(&'static str, Step)>, LayersError> {
         let max_batch = self.max_batch;
         let coop = kernels.coop_on(ctx);
-        let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits, max_batch, coop);
+        let (ops, planned) = plan_ops(ops, &kernels.tiles(), gather.is_some(), &ctx.limits, max_batch);
         // The partial sums of each forward split over k, shared with the output layer above it.
         let mut partials = std::collections::HashMap::new();
         for p in &planned {
@@ -153,9 +153,7 @@ impl GpuTape {
                 };
                 let name = match p {
                     Planned::SplitForward(_) if coop => KERNEL_FORWARD_SPLIT_COOP,
-                    Planned::One(i) if matches!(&ops[i], Op::LinearUpdate { first, second: None, .. }
-                        if coop_update(coop, &kernels.tiles(), &ctx.limits, max_batch, first)) =>
-                    {
+                    Planned::One(i) if coop_update(coop, &kernels.tiles(), &ctx.limits, max_batch, &ops[i]) => {
                         KernelId::LinearUpdateCoop.name()
                     }
                     _ => p.name(&ops, gather.is_some(), &kernels.tiles(), &ctx.limits, max_batch),
@@ -180,7 +178,7 @@ impl GpuTape {
         source: &ByteImages<'_>,
     ) -> Result<Option<TapeId>, LayersError> {
         let tiles = kernels.tiles();
-        let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits, self.max_batch, kernels.coop_on(ctx));
+        let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits, self.max_batch);
         let (Some(Op::LinearForward { x, params, y, .. }), Some(update)) = (ops.first(), ops.get(2)) else {
             return Ok(None);
         };
@@ -370,11 +368,9 @@ impl GpuTape {
 /// `op`, or, on a device that cannot bind two layers' buffers at once (`pairs` false), a
 /// two-layer `LinearUpdate` as two one-layer ones. Neither layer's update reads the other's
 /// parameters, so two dispatches compute what one would.
-/// Also where one of the layers takes `linear_update_coop` (`coop`: the kernels' products take
-/// f16 inputs on this adapter; [`coop_update`]), which updates one layer per dispatch.
-fn one_layer_per_update(op: &Op, pairs: bool, coop: &dyn Fn(&LayerUpdate) -> bool) -> Vec<Op> {
+fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
     match *op {
-        Op::LinearUpdate { first, second: Some(second), counters, opt } if !pairs || coop(&first) || coop(&second) => vec![
+        Op::LinearUpdate { first, second: Some(second), counters, opt } if !pairs => vec![
             Op::LinearUpdate { first, second: None, counters, opt },
             Op::LinearUpdate { first: second, second: None, counters, opt },
         ],
@@ -382,11 +378,19 @@ fn one_layer_per_update(op: &Op, pairs: bool, coop: &dyn Fn(&LayerUpdate) -> boo
     }
 }
 
-/// Whether `layer`'s update runs `linear_update_coop` (its gradient on the tensor cores, f16
-/// inputs): where the kernels' products take f16 inputs on this adapter (`coop`) and the layer
-/// is wide, i.e. its forward runs tiled ([`FusedTiles::forward_tiled`] at `max_batch` rows).
-pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, layer: &LayerUpdate) -> bool {
-    coop && tiles.forward_tiled(max_batch, layer.dy.cols, limits)
+/// Whether the `LinearUpdate` `op` runs `linear_update_coop` (the gradients on the tensor cores,
+/// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`), the device
+/// has room for it, and one of its layers is wide, i.e. that layer's forward runs tiled
+/// ([`FusedTiles::forward_tiled`] at `max_batch` rows).
+pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, op: &Op) -> bool {
+    let Op::LinearUpdate { first, second, .. } = op else {
+        return false;
+    };
+    let needs = FusedTiles::coop_update_needs();
+    let wide = |l: &LayerUpdate| tiles.forward_tiled(max_batch, l.dy.cols, limits);
+    coop && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+        && needs.storage_buffers <= limits.max_storage_buffers_per_shader_stage
+        && (wide(first) || second.as_ref().is_some_and(wide))
 }
 
 /// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
@@ -424,16 +428,15 @@ impl Planned {
 /// device of `limits` (the first op gathering its batch when `gather`), by kernel name, without
 /// a device: what [`GpuTape::add_tape`] and [`GpuTape::add_gathered_tape`] will prepare.
 pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> Vec<&'static str> {
-    let (ops, planned) = plan_ops(ops, tiles, gather, limits, max_batch, false);
+    let (ops, planned) = plan_ops(ops, tiles, gather, limits, max_batch);
     planned.into_iter().map(|p| p.name(&ops, gather, tiles, limits, max_batch)).collect()
 }
 
 /// `ops` with two-layer updates split where the device binds too few buffers, and the
 /// dispatches they become.
-fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize, coop: bool) -> (Vec<Op>, Vec<Planned>) {
+fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> (Vec<Op>, Vec<Planned>) {
     let pairs = crate::wgsl::DeviceFit::for_limits(limits).linear_update_pairs;
-    let wide = |l: &LayerUpdate| coop_update(coop, tiles, limits, max_batch, l);
-    let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs, &wide)).collect();
+    let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs)).collect();
     let mut planned = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {

@@ -51,8 +51,8 @@ pub enum KernelId {
     /// The split step's `linear_update`: it also writes the next batch's partial sums of its
     /// tiles of the first layer (`linear_update_next.wgsl`).
     LinearUpdateSplit,
-    /// A wide layer's gradient on the tensor cores (f16 inputs, f32 sums) and its optimizer step
-    /// (`linear_update_coop.wgsl`), where [`Kernels::coop_on`].
+    /// `linear_update` with the gradients on the tensor cores (f16 inputs, f32 sums:
+    /// `linear_update_coop.wgsl`), where [`Kernels::coop_on`] and a layer is wide.
     LinearUpdateCoop,
     ActivationCopyForward,
     ActivationCopyBackward,
@@ -152,9 +152,9 @@ impl KernelId {
                 ("FT_S", tiles.tiled_s),
             ],
             KernelId::LinearForwardCoop => {
-                vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_VEC4", tiles.coop_vec4 as u32)]
+                vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_LOADS", tiles.coop_loads)]
             }
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("COOP_VEC4", tiles.coop_vec4 as u32)],
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -299,6 +299,8 @@ impl KernelId {
             KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_split_sums.wgsl", include_str!("../shaders/forward_split_sums.wgsl")))
             }
+            // Both layers' buffers (the tensor cores are only on native adapters, which allow 11).
+            KernelId::LinearUpdateCoop => files.push(("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))),
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
                 // The split step binds both layers (it runs only where FusedTiles::splits).
                 files.push(if fit.linear_update_pairs || self == KernelId::LinearUpdateSplit {

@@ -151,9 +151,10 @@ pub struct FusedTiles {
     pub coop_m: u32,
     /// `linear_forward_coop`: columns of the output per workgroup (`CF_N`: 32 or 64).
     pub coop_n: u32,
-    /// `linear_forward_coop` and `linear_update_coop`: each quad of the inputs they stage read as
-    /// one 16-byte load where the rows are whole quads (`COOP_VEC4` 1), or as four 4-byte loads.
-    pub coop_vec4: bool,
+    /// `linear_forward_coop`: how its invocations read the tiles they stage (`COOP_LOADS`): 0, a
+    /// quad each as four 4-byte loads; 1, a quad each as one 16-byte load where the rows are
+    /// whole quads; 2, single values, neighbouring invocations neighbouring values.
+    pub coop_loads: u32,
 }
 
 impl FusedTiles {
@@ -198,7 +199,7 @@ impl FusedTiles {
         tiled_splits: 1,
         coop_m: 64,
         coop_n: 64,
-        coop_vec4: false,
+        coop_loads: 0,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -326,7 +327,9 @@ impl FusedTiles {
             add(format!("tiled splits {v} coop 32 x 32"), FusedTiles { tiled_splits: v, coop_m: 32, coop_n: 32, ..d });
         }
         add("tiled splits 2 coop 32 x 64".into(), FusedTiles { tiled_splits: 2, coop_m: 32, ..d });
-        add("tiled splits 2 coop vec4".into(), FusedTiles { tiled_splits: 2, coop_vec4: true, ..d });
+        for v in [1, 2] {
+            add(format!("tiled splits 2 coop loads {v}"), FusedTiles { tiled_splits: 2, coop_loads: v, ..d });
+        }
         out
     }
 
@@ -361,6 +364,23 @@ impl FusedTiles {
         let partials = (s - 1) * m * n / 4;
         let vec4s = tiles.max(partials).max(1);
         Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 4 }
+    }
+
+    /// What `linear_forward_coop` with these tiles needs of a device: a subgroup of 32 per
+    /// 32 x 32 of its tile; its x and W tiles in f16 (rows padded by 8 halves) and its f32
+    /// output tile (rows padded by 4); 3 storage buffers.
+    pub fn coop_forward_needs(&self) -> Needs {
+        let (m, n) = (self.coop_m, self.coop_n);
+        let bytes = 2 * (m * (32 + 8) + 32 * (n + 8)) + 4 * m * (n + 4);
+        Needs { invocations: 32 * (m / 32) * (n / 32), workgroup_bytes: bytes, storage_buffers: 3 }
+    }
+
+    /// What `linear_update_coop` needs of a device: 256 invocations; a round's x and dy rows in
+    /// f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and two f32 gradient tiles (rows padded by
+    /// 4); 11 storage buffers (two layers).
+    pub fn coop_update_needs() -> Needs {
+        let t = COOP_UPDATE_T;
+        Needs { invocations: 256, workgroup_bytes: 2 * 2 * 32 * (t + 8) + 2 * 4 * t * (t + 4), storage_buffers: 11 }
     }
 
     /// Whether a `LinearForward` of `rows x outputs` (rows: the batch the tape is sized for)
@@ -520,8 +540,8 @@ impl FusedTiles {
         if ![4, 8].contains(&t.update_block) || t.update_block > ut / 2 {
             return fail("linear_update needs blocks of 4 or 8, at most half its tile side".into());
         }
-        if ![32, 64].contains(&t.coop_m) || ![32, 64].contains(&t.coop_n) {
-            return fail("linear_forward_coop takes 32 or 64 rows and columns per workgroup".into());
+        if ![32, 64].contains(&t.coop_m) || ![32, 64].contains(&t.coop_n) || t.coop_loads > 2 {
+            return fail("linear_forward_coop takes 32 or 64 rows and columns per workgroup, and loads 0, 1 or 2".into());
         }
         if !(1..=16).contains(&t.tiled_splits) {
             return fail("linear_forward_tiled splits its k loop 1 to 16 ways".into());
@@ -1093,6 +1113,21 @@ mod tests {
         assert_eq!(d.fitted(64).tiled_s, 1);
         assert!(!d.forward_tiled(256, 1024, &few));
         assert!(!FusedTiles { tiled_min: u32::MAX, ..d }.forward_tiled(4096, 4096, &defaults));
+    }
+
+    #[test]
+    fn coop_needs_say_what_the_tensor_core_kernels_need() {
+        for (what, tiles) in FusedTiles::sweep() {
+            let id = KernelId::LinearForwardCoop;
+            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+            assert_eq!(n, tiles.coop_forward_needs(), "{} with {what}", id.name());
+        }
+        let id = KernelId::LinearUpdateCoop;
+        let n = needs(&compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE)));
+        assert_eq!(n, FusedTiles::coop_update_needs());
+        // The H200's 48 KiB hold both.
+        assert!(FusedTiles::coop_update_needs().workgroup_bytes <= 48 * 1024);
+        assert!(FusedTiles::DEFAULT.coop_forward_needs().workgroup_bytes <= 48 * 1024);
     }
 
     #[test]
