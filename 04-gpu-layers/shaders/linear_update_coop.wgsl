@@ -24,9 +24,10 @@
 // two barriers per round). After the last round each slice stores its fragments into its own
 // f32 tile in workgroup memory, and every invocation takes 16 parameters (neighbouring
 // invocations, neighbouring columns): the two slices' sums, SGD or Adam, stores. Those
-// parameters and their optimizer state are loaded at the start, so the loads overlap the
-// rounds (loaded after the gradient, each parameter's loads would wait for the previous one's
-// stores: the compiler cannot tell that they never overlap). Two slices keep that to 16 per
+// parameters and their optimizer state are loaded all at once before the first store, at the
+// start (UPD_PRE 1: the loads overlap the rounds) or after the rounds (0); loaded one by one
+// between the stores, each parameter's loads would wait for the previous one's stores (the
+// compiler cannot tell that they never overlap). Two slices keep that to 16 per
 // invocation: the first version, 128 invocations with 32 each, spilled 512 bytes per invocation
 // on the H200 and took 47 us at 784-1024 (README).
 //
@@ -34,8 +35,8 @@
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
 // NaN check reports); sums, parameters and optimizer state stay f32. Needs cooperative matrices
 // (16 x 16 x 16, f16 inputs, f32 results) and subgroups of 32 (the host checks:
-// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T comes from the
-// prelude (src/wgsl.rs: the host sizes the grid by it).
+// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T and UPD_PRE come
+// from the prelude (src/wgsl.rs: the host sizes the grid by UC_T; `FusedTiles::update_preload`).
 
 struct LayerShape {
     inputs: u32,
@@ -123,6 +124,40 @@ fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), v, row < batch.rows);
 }
 
+// The parameters an invocation moves (element e = tid + m * THREADS of the tile: row e / UC_T,
+// column e % UC_T) and their optimizer state (p2: Adam's second moments), all loads issued
+// before any store.
+fn load_params(
+    is_b: bool,
+    shape: LayerShape,
+    k0: u32,
+    j0: u32,
+    tid: u32,
+    p0: ptr<function, array<f32, PER_THREAD>>,
+    p1: ptr<function, array<f32, PER_THREAD>>,
+    p2: ptr<function, array<f32, PER_THREAD>>,
+) {
+    let count = (shape.inputs + 1u) * shape.outputs;
+    let adam = u.opt.kind == OPT_ADAM;
+    for (var m = 0u; m < PER_THREAD; m++) {
+        let e = tid + m * THREADS;
+        let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
+        if is_b {
+            (*p0)[m] = params_b[i];
+            (*p1)[m] = state_b[i];
+            if adam {
+                (*p2)[m] = state_b[count + i];
+            }
+        } else {
+            (*p0)[m] = params_a[i];
+            (*p1)[m] = state_a[i];
+            if adam {
+                (*p2)[m] = state_a[count + i];
+            }
+        }
+    }
+}
+
 @compute @workgroup_size(THREADS)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -140,29 +175,16 @@ fn main(
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
     let rounds = (batch.rows + UC_R - 1u) / UC_R;
 
-    // The parameters this invocation moves at the end (element e = tid + m * THREADS of the
-    // tile: row e / UC_T, column e % UC_T) and their optimizer state, loaded now.
+    // The parameters this invocation moves at the end and their optimizer state: loaded now
+    // (UPD_PRE 1), so the loads overlap the rounds, or after the rounds (0), which keeps those
+    // registers free during them.
     let count = (shape.inputs + 1u) * shape.outputs;
     let adam = u.opt.kind == OPT_ADAM;
     var p0: array<f32, PER_THREAD>;
     var p1: array<f32, PER_THREAD>;
     var p2: array<f32, PER_THREAD>;
-    for (var m = 0u; m < PER_THREAD; m++) {
-        let e = tid + m * THREADS;
-        let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
-        if is_b {
-            p0[m] = params_b[i];
-            p1[m] = state_b[i];
-            if adam {
-                p2[m] = state_b[count + i];
-            }
-        } else {
-            p0[m] = params_a[i];
-            p1[m] = state_a[i];
-            if adam {
-                p2[m] = state_a[count + i];
-            }
-        }
+    if UPD_PRE == 1u {
+        load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
     }
 
     // This invocation's quads of each round: quad q is row q / TQ, column 4 (q % TQ) of both
@@ -227,6 +249,9 @@ fn main(
     coopStoreT(s11, &cs[i11], LDC);
     workgroupBarrier();
 
+    if UPD_PRE == 0u {
+        load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
+    }
     // Each parameter of the tile: the two slices' sums, the step, the stores.
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = tid + m * THREADS;

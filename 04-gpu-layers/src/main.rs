@@ -56,6 +56,10 @@ struct Args {
     /// timestamps and the wide-layer grid.
     #[arg(long, value_delimiter = ',')]
     variants: Vec<String>,
+    /// With --sweep: only the wide-layer grid (widths 128-2048, batches 64-1024, each way of
+    /// running the hidden layer).
+    #[arg(long)]
+    grid: bool,
     /// Steps recorded into one pass for --bench (938 = one MNIST epoch at batch 64).
     #[arg(long, default_value_t = 938, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     steps: u32,

@@ -40,6 +40,9 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         return Err(format!("--sweep takes one hidden width, not {:?}", args.hidden).into());
     };
     let spec = NetworkSpec::new(784, &[hidden as usize], 10)?;
+    if args.grid {
+        return wide(ctx, (steps / 8).max(10), reps);
+    }
     let names: Vec<String> = FusedTiles::sweep().into_iter().map(|(what, _)| what).collect();
     if let Some(unknown) = args.variants.iter().find(|v| !names.iter().any(|n| n.contains(v.as_str()))) {
         return Err(format!("--variants: no variant's name contains {unknown:?}; the variants are: {}", names.join(", ")).into());
@@ -153,9 +156,10 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
 }
 
 /// One SGD step of 784-HIDDEN-10 for a grid of widths and batches, with the hidden layer in the
-/// fused kernels (k split, tiled), through stage 03's f32 matmul, and through its f16-input one
-/// (tensor cores, where the adapter has them): the data behind `FusedTiles::tiled_min` and
-/// `routes_by_shape`.
+/// fused kernels (k split, tiled), through stage 03's f32 matmul, through its f16-input one
+/// (tensor cores, where the adapter has them), and in the fused tensor-core kernels
+/// (`linear_forward_coop`, `linear_update_coop`; f16 inputs): the data behind
+/// `FusedTiles::tiled_min`, `routes_by_shape` and `COOP_MIN`.
 fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
     let timer = GpuTimer::new(ctx);
     let f16_kernel = Kernel::fastest(ctx, Precision::F16Inputs);
@@ -168,9 +172,14 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         if f16_kernel.precision() == Precision::F16Inputs { "f16 inputs" } else { "f32: no cooperative matrices here" }
     );
     println!("   fused: the hidden layer's forward in linear_forward (k split) or in linear_forward_tiled (tiled), then output_layer and linear_update");
+    let coop = Kernels::with_matmul_precision(Precision::F16Inputs).coop_on(ctx);
     println!(
-        "{:>6} {:>7} | {:>10} {:>10} {:>12} {:>12} | {:>8}",
-        "batch", "hidden", "k split", "tiled", "matmul f32", "matmul f16", "GFLOP/step"
+        "   tensor cores: linear_forward_coop split 2 ways, output_wide (sums) and linear_update_coop (f16 inputs){}",
+        if coop { "" } else { ": no cooperative matrices here" }
+    );
+    println!(
+        "{:>6} {:>7} | {:>10} {:>10} {:>12} {:>12} {:>12} | {:>8}",
+        "batch", "hidden", "k split", "tiled", "matmul f32", "matmul f16", "tensor cores", "GFLOP/step"
     );
     let opt = Optimizer::sgd(0.1, 0.0);
     let mut alone_lines = Vec::new();
@@ -181,13 +190,17 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         let split = Kernels::with_tiles(FusedTiles { tiled_min: u32::MAX, ..tiles });
         let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
         let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
+        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, tiled_splits: 2, ..tiles }, Precision::F16Inputs);
         let kernels = &split;
         for hidden in [128usize, 256, 512, 1024, 2048] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;
             let x = Matrix::random_uniform(batch, 784, 0.0, 1.0, 7);
             let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
             let mut cells = Vec::new();
-            let columns = [(Routing::Never, kernels), (Routing::Never, &tiled), (Routing::Always, kernels), (Routing::Always, &f16)];
+            let mut columns = vec![(Routing::Never, kernels), (Routing::Never, &tiled), (Routing::Always, kernels), (Routing::Always, &f16)];
+            if coop {
+                columns.push((Routing::Never, &cores));
+            }
             for (c, (routing, k)) in columns.into_iter().enumerate() {
                 let gpu = GpuTrainer::with_routing(ctx, k, &spec, opt, batch, 1, Fusion::Fused, routing)?;
                 gpu.write_batch(ctx, &x, &labels)?;
@@ -199,6 +212,16 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                     common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
                         .map_err(|e| format!("{hidden} x {batch} tiled: a step differs from the CPU: {e}"))?;
                 }
+                if c == 4 {
+                    // The tensor cores: the whole gradient within 1% of the CPU's (f16 inputs).
+                    let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
+                    gpu.train_steps(ctx, 1)?;
+                    cpu.train_step(&x, &labels)?;
+                    let err = crate::relative_error(&gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data());
+                    if err.is_nan() || err > 1e-2 {
+                        return Err(format!("{hidden} x {batch} tensor cores: the gradients differ from the CPU's by {err:.2e}").into());
+                    }
+                }
                 gpu.train_steps(ctx, steps)?; // warm-up
                 let mut t: Vec<f64> = (0..reps)
                     .map(|_| timer.time_pass(ctx, "wide steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
@@ -208,7 +231,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                     return Err(format!("{hidden} x {batch} {routing:?}: the loss is not finite").into());
                 }
                 cells.push(median(&mut t) * 1e6 / steps as f64);
-                if c <= 1 && hidden >= 512 {
+                if c != 2 && c != 3 && hidden >= 512 {
                     // Each dispatch of the two fused steps alone, for the wide layers.
                     let (tape, train) = gpu.tape();
                     let mut parts = Vec::new();
@@ -223,13 +246,14 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
             }
             // Two products of 2 * batch * 784 * hidden flops, the output layer's two of 10 columns.
             let gflop = 2.0 * 2.0 * (batch * hidden * (784 + 10)) as f64 * 1e-9;
+            let cores = cells.get(4).map_or("-".to_string(), |t| format!("{t:.2}"));
             println!(
-                "{batch:>6} {hidden:>7} | {:>10.2} {:>10.2} {:>12.2} {:>12.2} | {gflop:>8.3}",
+                "{batch:>6} {hidden:>7} | {:>10.2} {:>10.2} {:>12.2} {:>12.2} {cores:>12} | {gflop:>8.3}",
                 cells[0], cells[1], cells[2], cells[3]
             );
         }
     }
-    println!("   each dispatch of the k-split and tiled steps alone, us (hidden >= 512):");
+    println!("   each dispatch of the k-split, tiled and tensor-core steps alone, us (hidden >= 512):");
     alone_lines.iter().for_each(|l| println!("{l}"));
     Ok(())
 }
