@@ -24,19 +24,20 @@
 // two barriers per round). After the last round each slice stores its fragments into its own
 // f32 tile in workgroup memory, and every invocation takes 16 parameters (neighbouring
 // invocations, neighbouring columns): the two slices' sums, SGD or Adam, stores. Those
-// parameters and their optimizer state are loaded all at once before the first store, at the
-// start (UPD_PRE 1: the loads overlap the rounds) or after the rounds (0); loaded one by one
-// between the stores, each parameter's loads would wait for the previous one's stores (the
-// compiler cannot tell that they never overlap). Two slices keep that to 16 per
-// invocation: the first version, 128 invocations with 32 each, spilled 512 bytes per invocation
-// on the H200 and took 47 us at 784-1024 (README).
+// parameters and their optimizer state are loaded after the rounds, all at once before the
+// first store. On the H200 at 784-1024 in a batch of 256 (README, "Wide layers on the tensor
+// cores"): loaded one by one between the stores (each parameter's loads then wait for the
+// previous one's stores: the compiler cannot tell that they never overlap), 55 us with 128
+// invocations of 32 parameters each; loaded before the rounds, so that they overlap them, 47 us
+// (512 bytes spilled per invocation), and 38 us with two slices (16 each, 256 spilled); after
+// the rounds, 30 us.
 //
 // Precision: x and dy are rounded to f16 (a relative 2^-11 each; gradients below f16's
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
 // NaN check reports); sums, parameters and optimizer state stay f32. Needs cooperative matrices
 // (16 x 16 x 16, f16 inputs, f32 results) and subgroups of 32 (the host checks:
-// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T and UPD_PRE come
-// from the prelude (src/wgsl.rs: the host sizes the grid by UC_T; `FusedTiles::update_preload`).
+// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T comes from the
+// prelude (src/wgsl.rs: the host sizes the grid by it).
 
 struct LayerShape {
     inputs: u32,
@@ -175,17 +176,6 @@ fn main(
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
     let rounds = (batch.rows + UC_R - 1u) / UC_R;
 
-    // The parameters this invocation moves at the end and their optimizer state: loaded now
-    // (UPD_PRE 1), so the loads overlap the rounds, or after the rounds (0), which keeps those
-    // registers free during them.
-    let count = (shape.inputs + 1u) * shape.outputs;
-    let adam = u.opt.kind == OPT_ADAM;
-    var p0: array<f32, PER_THREAD>;
-    var p1: array<f32, PER_THREAD>;
-    var p2: array<f32, PER_THREAD>;
-    if UPD_PRE == 1u {
-        load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
-    }
 
     // This invocation's quads of each round: quad q is row q / TQ, column 4 (q % TQ) of both
     // staged tiles.
@@ -249,9 +239,13 @@ fn main(
     coopStoreT(s11, &cs[i11], LDC);
     workgroupBarrier();
 
-    if UPD_PRE == 0u {
-        load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
-    }
+    // The parameters this invocation moves and their optimizer state, all loaded before any store.
+    let count = (shape.inputs + 1u) * shape.outputs;
+    let adam = u.opt.kind == OPT_ADAM;
+    var p0: array<f32, PER_THREAD>;
+    var p1: array<f32, PER_THREAD>;
+    var p2: array<f32, PER_THREAD>;
+    load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
     // Each parameter of the tile: the two slices' sums, the step, the stores.
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = tid + m * THREADS;

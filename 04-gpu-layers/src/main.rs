@@ -380,9 +380,10 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         if f16 {
             // Inputs rounded to f16 (a relative 2^-11 each) move every gradient a little, and a
             // ReLU whose input changes sign moves some a lot: the whole gradient must stay
-            // within 1% (a wrong tile or fragment gives errors of order 1).
+            // within 5% (a wrong tile or fragment gives errors of order 1, a skipped round of a
+            // batch of 256 about 10%).
             let err = relative_error(&g, &c);
-            if err.is_nan() || err > 1e-2 {
+            if err.is_nan() || err > 5e-2 {
                 return Err(format!("{fusion:?} step's gradients (f16 inputs) differ from the CPU's by {err:.2e} (relative, L2)").into());
             }
             println!("   {label}: f16 inputs; the step's gradients are within {err:.2e} (relative, L2) of the CPU's");

@@ -92,9 +92,9 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         gpu.train_steps(ctx, 1)?;
         cpu.train_step(&x, &labels)?;
         if kernels.coop_on(ctx) {
-            // f16 inputs: the whole gradient within 1% (as --bench checks it).
+            // f16 inputs: the whole gradient within 5% (as --bench checks it).
             let err = crate::relative_error(&gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data());
-            if err.is_nan() || err > 1e-2 {
+            if err.is_nan() || err > 5e-2 {
                 return Err(format!("{what}: a step's gradients (f16 inputs) differ from the CPU's by {err:.2e} (relative, L2)").into());
             }
         } else {
@@ -159,7 +159,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
 /// fused kernels (k split, tiled), through stage 03's f32 matmul, through its f16-input one
 /// (tensor cores, where the adapter has them), and in the fused tensor-core kernels
 /// (`linear_forward_coop`, `linear_update_coop`; f16 inputs): the data behind
-/// `FusedTiles::tiled_min`, `routes_by_shape` and `COOP_MIN`.
+/// `FusedTiles::tiled_min` and `routes_by_shape`, and where the tensor cores pay.
 fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
     let timer = GpuTimer::new(ctx);
     let f16_kernel = Kernel::fastest(ctx, Precision::F16Inputs);
@@ -213,12 +213,12 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                         .map_err(|e| format!("{hidden} x {batch} tiled: a step differs from the CPU: {e}"))?;
                 }
                 if c == 4 {
-                    // The tensor cores: the whole gradient within 1% of the CPU's (f16 inputs).
+                    // The tensor cores: the whole gradient within 5% of the CPU's (f16 inputs).
                     let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
                     gpu.train_steps(ctx, 1)?;
                     cpu.train_step(&x, &labels)?;
                     let err = crate::relative_error(&gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data());
-                    if err.is_nan() || err > 1e-2 {
+                    if err.is_nan() || err > 5e-2 {
                         return Err(format!("{hidden} x {batch} tensor cores: the gradients differ from the CPU's by {err:.2e}").into());
                     }
                 }

@@ -523,13 +523,10 @@ fn linear_update_on_the_tensor_cores() {
         assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_update_coop");
         return;
     }
-    // The parameters loaded before the rounds and after them.
-    for update_preload in [true, false] {
-        let tiles = FusedTiles { tiled_min: 1, update_preload, ..FusedTiles::DEFAULT };
-        let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
-        linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
-        linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
-    }
+    let tiles = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
+    let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
+    linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
+    linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
 }
 
 /// (inputs, outputs) of the first and the second layer of `linear_update_cases`.
