@@ -24,13 +24,14 @@
 // two barriers per round). After the last round each slice stores its fragments into its own
 // f32 tile in workgroup memory, and every invocation takes 16 parameters (neighbouring
 // invocations, neighbouring columns): the two slices' sums, SGD or Adam, stores. Those
-// parameters and their optimizer state are loaded after the rounds, all at once before the
-// first store. On the H200 at 784-1024 in a batch of 256 (README, "Wide layers on the tensor
-// cores"): loaded one by one between the stores (each parameter's loads then wait for the
-// previous one's stores: the compiler cannot tell that they never overlap), 55 us with 128
-// invocations of 32 parameters each; loaded before the rounds, so that they overlap them, 47 us
-// (512 bytes spilled per invocation), and 38 us with two slices (16 each, 256 spilled); after
-// the rounds, 30 us.
+// parameters and their optimizer state are loaded after the rounds, UC_CHUNK = 4 at a time, all
+// four's loads before any of their stores. On the H200 at 784-1024 in a batch of 256 (README,
+// "Wide layers on the tensor cores"): loaded one by one between the stores (each parameter's
+// loads then wait for the previous one's stores: the compiler cannot tell that they never
+// overlap), 55 us with 128 invocations of 32 parameters each; loaded before the rounds, so
+// that they overlap them, 47 us (512 bytes spilled per invocation), and 38 us with two slices
+// (16 each, 256 spilled); after the rounds, 16 at a time 29.8 us, 4 at a time 27.5, one at a
+// time 31.4.
 //
 // Precision: x and dy are rounded to f16 (a relative 2^-11 each; gradients below f16's
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
@@ -79,6 +80,7 @@ const LDS: u32 = (UC_T + 8u) / 4u;         // vec4<f16> per staged row (padded b
 const LDC: u32 = UC_T + 4u;                // f32 per row of a gradient tile (padded)
 const RQ: u32 = UC_R * TQ / THREADS;       // quads of x (and of dy) each invocation copies per round
 const PER_THREAD: u32 = UC_T * UC_T / THREADS;
+const UC_CHUNK: u32 = 4u;                  // parameters whose loads are issued together (README)
 
 var<workgroup> xs: array<vec4<f16>, UC_R * LDS>;       // x rows [row][k]
 var<workgroup> ds: array<vec4<f16>, UC_R * LDS>;       // dy rows [row][j]
@@ -125,35 +127,35 @@ fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), v, row < batch.rows);
 }
 
-// The parameters an invocation moves (element e = tid + m * THREADS of the tile: row e / UC_T,
-// column e % UC_T) and their optimizer state (p2: Adam's second moments), all loads issued
-// before any store.
+// UC_CHUNK parameters an invocation moves, from its m0-th (element e = tid + m * THREADS of the
+// tile: row e / UC_T, column e % UC_T), and their optimizer state (p2: Adam's second moments).
 fn load_params(
     is_b: bool,
     shape: LayerShape,
     k0: u32,
     j0: u32,
     tid: u32,
-    p0: ptr<function, array<f32, PER_THREAD>>,
-    p1: ptr<function, array<f32, PER_THREAD>>,
-    p2: ptr<function, array<f32, PER_THREAD>>,
+    m0: u32,
+    p0: ptr<function, array<f32, UC_CHUNK>>,
+    p1: ptr<function, array<f32, UC_CHUNK>>,
+    p2: ptr<function, array<f32, UC_CHUNK>>,
 ) {
     let count = (shape.inputs + 1u) * shape.outputs;
     let adam = u.opt.kind == OPT_ADAM;
-    for (var m = 0u; m < PER_THREAD; m++) {
-        let e = tid + m * THREADS;
+    for (var c = 0u; c < UC_CHUNK; c++) {
+        let e = tid + (m0 + c) * THREADS;
         let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
         if is_b {
-            (*p0)[m] = params_b[i];
-            (*p1)[m] = state_b[i];
+            (*p0)[c] = params_b[i];
+            (*p1)[c] = state_b[i];
             if adam {
-                (*p2)[m] = state_b[count + i];
+                (*p2)[c] = state_b[count + i];
             }
         } else {
-            (*p0)[m] = params_a[i];
-            (*p1)[m] = state_a[i];
+            (*p0)[c] = params_a[i];
+            (*p1)[c] = state_a[i];
             if adam {
-                (*p2)[m] = state_a[count + i];
+                (*p2)[c] = state_a[count + i];
             }
         }
     }
@@ -239,43 +241,45 @@ fn main(
     coopStoreT(s11, &cs[i11], LDC);
     workgroupBarrier();
 
-    // The parameters this invocation moves and their optimizer state, all loaded before any store.
+    // The parameters this invocation moves, UC_CHUNK at a time: their values and optimizer state
+    // all loaded before any of their stores, then the two slices' sums, the step, the stores.
     let count = (shape.inputs + 1u) * shape.outputs;
     let adam = u.opt.kind == OPT_ADAM;
-    var p0: array<f32, PER_THREAD>;
-    var p1: array<f32, PER_THREAD>;
-    var p2: array<f32, PER_THREAD>;
-    load_params(is_b, shape, k0, j0, tid, &p0, &p1, &p2);
-    // Each parameter of the tile: the two slices' sums, the step, the stores.
-    for (var m = 0u; m < PER_THREAD; m++) {
-        let e = tid + m * THREADS;
-        let k = k0 + e / UC_T;
-        let j = j0 + e % UC_T;
-        if k > shape.inputs || j >= shape.outputs {
-            continue;
-        }
-        let i = k * shape.outputs + j;
-        let at = (e / UC_T) * LDC + e % UC_T;
-        let g = cs[at] + cs[UC_T * LDC + at];
-        var moved: Moved;
-        if adam {
-            moved = adam_step(u.opt, adam_t, p0[m], g, p1[m], p2[m]);
-        } else {
-            moved = sgd_step(u.opt, p0[m], g, p1[m]);
-        }
-        if is_b {
-            grads_b[i] = g;
-            params_b[i] = moved.param;
-            state_b[i] = moved.s0;
-            if adam {
-                state_b[count + i] = moved.s1;
+    for (var m0 = 0u; m0 < PER_THREAD; m0 += UC_CHUNK) {
+        var p0: array<f32, UC_CHUNK>;
+        var p1: array<f32, UC_CHUNK>;
+        var p2: array<f32, UC_CHUNK>;
+        load_params(is_b, shape, k0, j0, tid, m0, &p0, &p1, &p2);
+        for (var c = 0u; c < UC_CHUNK; c++) {
+            let e = tid + (m0 + c) * THREADS;
+            let k = k0 + e / UC_T;
+            let j = j0 + e % UC_T;
+            if k > shape.inputs || j >= shape.outputs {
+                continue;
             }
-        } else {
-            grads_a[i] = g;
-            params_a[i] = moved.param;
-            state_a[i] = moved.s0;
+            let i = k * shape.outputs + j;
+            let at = (e / UC_T) * LDC + e % UC_T;
+            let g = cs[at] + cs[UC_T * LDC + at];
+            var moved: Moved;
             if adam {
-                state_a[count + i] = moved.s1;
+                moved = adam_step(u.opt, adam_t, p0[c], g, p1[c], p2[c]);
+            } else {
+                moved = sgd_step(u.opt, p0[c], g, p1[c]);
+            }
+            if is_b {
+                grads_b[i] = g;
+                params_b[i] = moved.param;
+                state_b[i] = moved.s0;
+                if adam {
+                    state_b[count + i] = moved.s1;
+                }
+            } else {
+                grads_a[i] = g;
+                params_a[i] = moved.param;
+                state_a[i] = moved.s0;
+                if adam {
+                    state_a[count + i] = moved.s1;
+                }
             }
         }
     }
