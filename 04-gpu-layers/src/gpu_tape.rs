@@ -379,18 +379,14 @@ fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
 }
 
 /// Whether the `LinearUpdate` `op` runs `linear_update_coop` (the gradients on the tensor cores,
-/// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`), the device
-/// has room for it, and one of its layers is wide, i.e. that layer's forward runs tiled
-/// ([`FusedTiles::forward_tiled`] at `max_batch` rows).
+/// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`) and one of
+/// its layers takes it ([`FusedTiles::coop_updates`] at `max_batch` rows).
 pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, op: &Op) -> bool {
     let Op::LinearUpdate { first, second, .. } = op else {
         return false;
     };
-    let needs = FusedTiles::coop_update_needs();
-    let wide = |l: &LayerUpdate| tiles.forward_tiled(max_batch, l.dy.cols, limits);
-    coop && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
-        && needs.storage_buffers <= limits.max_storage_buffers_per_shader_stage
-        && (wide(first) || second.as_ref().is_some_and(wide))
+    let wide = |l: &LayerUpdate| tiles.coop_updates(max_batch, l.dy.cols, limits);
+    coop && (wide(first) || second.as_ref().is_some_and(wide))
 }
 
 /// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the

@@ -190,7 +190,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         let split = Kernels::with_tiles(FusedTiles { tiled_min: u32::MAX, ..tiles });
         let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
         let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
-        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, tiled_splits: 2, ..tiles }, Precision::F16Inputs);
+        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, tiled_splits: 2, coop_min: 1, ..tiles }, Precision::F16Inputs);
         let kernels = &split;
         for hidden in [128usize, 256, 512, 1024, 2048] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;

@@ -151,6 +151,13 @@ pub struct FusedTiles {
     pub coop_m: u32,
     /// `linear_forward_coop`: columns of the output per workgroup (`CF_N`: 32 or 64).
     pub coop_n: u32,
+    /// `linear_update_coop`: the fewest outputs of a layer whose gradient it computes
+    /// ([`FusedTiles::coop_updates`]). In the wide-layer grid of `gpu-layers --sweep --grid` on the
+    /// H200 (`results/h200-tensor-cores/`), the tensor-core step was slower at every batch for
+    /// 128 hidden units (91.3 against 71.8 us at batch 1024, the one such cell with enough
+    /// outputs for the tiled forward's rule) and faster wherever that rule takes a layer of 256
+    /// or more.
+    pub coop_min: u32,
     /// `linear_forward_coop`: how its invocations read the tiles they stage (`COOP_LOADS`): 0, a
     /// quad each as four 4-byte loads; 1, a quad each as one 16-byte load where the rows are
     /// whole quads; 2, single values, neighbouring invocations neighbouring values.
@@ -200,6 +207,7 @@ impl FusedTiles {
         coop_m: 64,
         coop_n: 64,
         coop_loads: 0,
+        coop_min: 256,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -381,6 +389,19 @@ impl FusedTiles {
     pub fn coop_update_needs() -> Needs {
         let t = COOP_UPDATE_T;
         Needs { invocations: 256, workgroup_bytes: 2 * 2 * 32 * (t + 8) + 2 * 4 * t * (t + 4), storage_buffers: 11 }
+    }
+
+    /// Whether a layer of `outputs` outputs, in a tape sized for `rows` rows, has its gradient
+    /// computed by `linear_update_coop` where the products take f16 inputs on an adapter with
+    /// cooperative matrices: its forward runs tiled ([`FusedTiles::forward_tiled`]), it has at
+    /// least [`FusedTiles::coop_min`] outputs, and the device has room for the kernel.
+    pub fn coop_updates(&self, rows: usize, outputs: usize, limits: &wgpu::Limits) -> bool {
+        let needs = Self::coop_update_needs();
+        self.forward_tiled(rows, outputs, limits)
+            && outputs >= self.coop_min as usize
+            && needs.invocations <= limits.max_compute_invocations_per_workgroup
+            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+            && needs.storage_buffers <= limits.max_storage_buffers_per_shader_stage
     }
 
     /// Whether a `LinearForward` of `rows x outputs` (rows: the batch the tape is sized for)
@@ -1125,9 +1146,16 @@ mod tests {
         let id = KernelId::LinearUpdateCoop;
         let n = needs(&compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE)));
         assert_eq!(n, FusedTiles::coop_update_needs());
-        // The H200's 48 KiB hold both.
+        // The H200's 48 KiB hold both; lavapipe's 32 KiB hold the forward only.
         assert!(FusedTiles::coop_update_needs().workgroup_bytes <= 48 * 1024);
         assert!(FusedTiles::DEFAULT.coop_forward_needs().workgroup_bytes <= 48 * 1024);
+        // The update's rule: 784-1024 and 784-256 at batch 512 take it, 784-128 at 1024 (a tiled
+        // forward) does not, nor 784-1024 at 64 (not tiled), nor a device with 32 KiB.
+        let h200 = wgpu::Limits { max_compute_workgroup_storage_size: 49152, ..lavapipe_limits() };
+        let d = FusedTiles::DEFAULT;
+        assert!(d.coop_updates(256, 1024, &h200) && d.coop_updates(512, 256, &h200));
+        assert!(!d.coop_updates(1024, 128, &h200) && !d.coop_updates(64, 1024, &h200));
+        assert!(!d.coop_updates(256, 1024, &lavapipe_limits()));
     }
 
     #[test]

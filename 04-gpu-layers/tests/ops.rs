@@ -509,7 +509,7 @@ fn linear_update_fused_one_and_two_layers() {
 }
 
 /// `linear_update_coop`: the gradients of one layer and of two on the tensor cores (the tiled
-/// forward's rule taking every layer, products with f16 inputs), where the adapter has
+/// forward's rule and `coop_min` taking every layer, products with f16 inputs), where the adapter has
 /// cooperative matrices (lavapipe has none: the test says so and checks that the kernel is
 /// refused there). The shapes of `linear_update`, and 784-1024-10 in batches of 256 and 96
 /// (rounds of 32 rows, a short last one); inputs rounded to values f16 holds exactly, so the
@@ -523,7 +523,7 @@ fn linear_update_on_the_tensor_cores() {
         assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_update_coop");
         return;
     }
-    let tiles = FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT };
+    let tiles = FusedTiles { tiled_min: 1, coop_min: 1, ..FusedTiles::DEFAULT };
     let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
     linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
     linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
