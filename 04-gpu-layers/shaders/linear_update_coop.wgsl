@@ -40,36 +40,8 @@
 // gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T comes from the
 // prelude (src/wgsl.rs: the host sizes the grid by it).
 
-struct LayerShape {
-    inputs: u32,
-    outputs: u32,
-    tiles_n: u32,     // tiles along the outputs
-    first_group: u32, // first workgroup of this layer
-}
-
-struct Split {
-    partials_only: u32,
-    partial_rows: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-struct Update {
-    opt: Opt,
-    a: LayerShape,
-    b: LayerShape,
-    split: Split, // not used here (the split step runs linear_update)
-}
-
-@group(0) @binding(0) var<storage, read> x_a: array<f32>;
-@group(0) @binding(1) var<storage, read> dy_a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> params_a: array<f32>;
-@group(0) @binding(3) var<storage, read_write> grads_a: array<f32>;
-@group(0) @binding(4) var<storage, read_write> state_a: array<f32>;
-// Bindings 5-9, layer b's buffers: linear_update_b.wgsl.
-@group(0) @binding(10) var<storage, read> counters: array<u32>;
-@group(0) @binding(11) var<uniform> batch: Batch;
-@group(0) @binding(12) var<uniform> u: Update;
+// The uniform, layer a's buffers and the loads of the rows: linear_update_rows.wgsl; layer
+// b's buffers: linear_update_b.wgsl.
 
 const UC_R: u32 = 32u;                     // rows of the batch per round
 const SLICES: u32 = 2u;                    // slices of each round (UC_R / SLICES rows each)
@@ -85,47 +57,6 @@ const UC_CHUNK: u32 = 4u;                  // parameters whose loads are issued 
 var<workgroup> xs: array<vec4<f16>, UC_R * LDS>;       // x rows [row][k]
 var<workgroup> ds: array<vec4<f16>, UC_R * LDS>;       // dy rows [row][j]
 var<workgroup> cs: array<f32, SLICES * UC_T * LDC>;    // each slice's gradient tile, after the rounds
-
-// WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
-// is the same for the whole workgroup, so these branches never diverge.
-fn load_x(is_b: bool, i: u32) -> f32 {
-    if is_b {
-        return x_b[i];
-    }
-    return x_a[i];
-}
-
-fn load_dy(is_b: bool, i: u32) -> f32 {
-    if is_b {
-        return dy_b[i];
-    }
-    return dy_a[i];
-}
-
-// Four values of the augmented input row `row` ([x | 1]: column `inputs` is the constant 1 that
-// multiplies the bias) from column k; zeros past it and past the live batch. Every load is
-// issued, at an index clamped into the tensor, and `select` zeroes what lies outside (as in
-// linear_update.wgsl, so the compiler can issue a round's loads back to back).
-fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
-    let r = min(row, max(batch.rows, 1u) - 1u);
-    var v: vec4<f32>;
-    for (var e = 0u; e < 4u; e++) {
-        let kk = k + e;
-        let value = load_x(is_b, r * shape.inputs + min(kk, shape.inputs - 1u));
-        v[e] = select(select(0.0, 1.0, kk == shape.inputs), value, kk < shape.inputs);
-    }
-    return select(vec4<f32>(0.0), v, row < batch.rows);
-}
-
-// Four values of dy's row `row` from column j; zeros past the outputs and past the live batch.
-fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
-    let r = min(row, max(batch.rows, 1u) - 1u);
-    var v: vec4<f32>;
-    for (var e = 0u; e < 4u; e++) {
-        v[e] = select(0.0, load_dy(is_b, r * shape.outputs + min(j + e, shape.outputs - 1u)), j + e < shape.outputs);
-    }
-    return select(vec4<f32>(0.0), v, row < batch.rows);
-}
 
 // UC_CHUNK parameters an invocation moves, from its m0-th (element e = tid + m * THREADS of the
 // tile: row e / UC_T, column e % UC_T), and their optimizer state (p2: Adam's second moments).

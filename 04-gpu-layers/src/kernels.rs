@@ -291,6 +291,9 @@ impl KernelId {
             }
             _ => {}
         }
+        if matches!(self, KernelId::LinearUpdate | KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop) {
+            files.push(("shaders/linear_update_rows.wgsl", include_str!("../shaders/linear_update_rows.wgsl")));
+        }
         files.push(body);
         match self {
             KernelId::ForwardOutput | KernelId::ForwardOutputGather => {

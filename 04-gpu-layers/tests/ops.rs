@@ -516,17 +516,26 @@ fn linear_update_fused_one_and_two_layers() {
 /// CPU twin's f32 sums are the reference within the f32 tolerance.
 #[test]
 fn linear_update_on_the_tensor_cores() {
-    let ctx = test_context();
-    if let Err(why) = gpu_matmul::coop_support(ctx) {
-        eprintln!("linear_update_coop not run: {why}");
-        let err = Kernels::with_matmul_precision(gpu_layers::Precision::F16Inputs).pipeline(ctx, KernelId::LinearUpdateCoop);
-        assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_update_coop");
+    if !runs_on_this_adapter(KernelId::LinearUpdateCoop) {
         return;
     }
     let tiles = FusedTiles { tiled_min: 1, coop_min: 1, ..FusedTiles::DEFAULT };
     let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
     linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
     linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+}
+
+/// Whether the tensor-core kernel `id` can run on the test adapter; where it cannot (lavapipe:
+/// no cooperative matrices), says so and checks that building it is refused.
+fn runs_on_this_adapter(id: KernelId) -> bool {
+    let ctx = test_context();
+    let Err(why) = gpu_matmul::coop_support(ctx) else {
+        return true;
+    };
+    eprintln!("{} not run: {why}", id.name());
+    let err = Kernels::with_matmul_precision(gpu_layers::Precision::F16Inputs).pipeline(ctx, id);
+    assert!(err.is_err(), "an adapter without cooperative matrices must refuse {}", id.name());
+    false
 }
 
 /// (inputs, outputs) of the first and the second layer of `linear_update_cases`.
@@ -732,10 +741,7 @@ fn a_forward_split_over_k_and_output_wide_adding_it_up() {
 #[test]
 fn a_forward_split_over_k_on_the_tensor_cores() {
     let ctx = test_context();
-    if let Err(why) = gpu_matmul::coop_support(ctx) {
-        eprintln!("linear_forward_coop not run: {why}");
-        let err = Kernels::with_matmul_precision(gpu_layers::Precision::F16Inputs).pipeline(ctx, KernelId::LinearForwardCoop);
-        assert!(err.is_err(), "an adapter without cooperative matrices must refuse linear_forward_coop");
+    if !runs_on_this_adapter(KernelId::LinearForwardCoop) {
         return;
     }
     // (splits, rows and columns per workgroup, loads)

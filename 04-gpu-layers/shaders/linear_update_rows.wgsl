@@ -1,0 +1,85 @@
+// linear_update_rows.wgsl: what linear_update.wgsl and linear_update_coop.wgsl share: the
+// `Update` uniform, layer a's buffers and the common ones (layer b's, bindings 5-9, are in
+// linear_update_b.wgsl or linear_update_b_unbound.wgsl), and the loads of the rows of x and dy
+// that both stage in workgroup memory, four values at a time.
+
+struct LayerShape {
+    inputs: u32,
+    outputs: u32,
+    tiles_n: u32,     // tiles along the outputs
+    first_group: u32, // first workgroup of this layer
+}
+
+// The split step (linear_update_next.wgsl): `partials_only` 1 for the prologue that only writes
+// the first step's partial sums (no update), `partial_rows` the rows per k-tile of them.
+struct Split {
+    partials_only: u32,
+    partial_rows: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+struct Update {
+    opt: Opt,
+    a: LayerShape,
+    b: LayerShape,
+    split: Split,
+}
+
+@group(0) @binding(0) var<storage, read> x_a: array<f32>;
+@group(0) @binding(1) var<storage, read> dy_a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> params_a: array<f32>;
+@group(0) @binding(3) var<storage, read_write> grads_a: array<f32>;
+@group(0) @binding(4) var<storage, read_write> state_a: array<f32>;
+// Bindings 5-9, layer b's x_b, dy_b, params_b, grads_b and state_b, are in
+// linear_update_b.wgsl, or, on devices that allow fewer than 11 storage buffers per shader stage
+// (WebGPU's default is 8), stand-ins in linear_update_b_unbound.wgsl: one layer per dispatch.
+@group(0) @binding(10) var<storage, read> counters: array<u32>;
+@group(0) @binding(11) var<uniform> batch: Batch;
+@group(0) @binding(12) var<uniform> u: Update;
+
+// WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
+// is the same for the whole workgroup, so these branches never diverge.
+fn load_x(is_b: bool, i: u32) -> f32 {
+    if is_b {
+        return x_b[i];
+    }
+    return x_a[i];
+}
+
+fn load_dy(is_b: bool, i: u32) -> f32 {
+    if is_b {
+        return dy_b[i];
+    }
+    return dy_a[i];
+}
+
+// Four consecutive values of the augmented input row `row` ([x | 1]: column `inputs` is the
+// constant 1 that multiplies the bias), from column k; 0 past the batch and past the input.
+// There is no branch around each load: every load is issued, at an index clamped into the
+// tensor, and `select` zeroes what lies outside, so the compiler can issue a round's loads back
+// to back. (Written as `if k + e < inputs { load }`, the H200's driver compiled each load into
+// a block of its own, with branches between them; this form took the update from 4.79 to 4.56
+// us alone at batch 64, and from 35.77 to 33.80 at 784-1024, batch 256: README.)
+fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
+    let r = min(row, max(batch.rows, 1u) - 1u);
+    var v: vec4<f32>;
+    for (var e = 0u; e < 4u; e++) {
+        let kk = k + e;
+        let value = load_x(is_b, r * shape.inputs + min(kk, shape.inputs - 1u));
+        v[e] = select(select(0.0, 1.0, kk == shape.inputs), value, kk < shape.inputs);
+    }
+    return select(vec4<f32>(0.0), v, row < batch.rows);
+}
+
+// Four consecutive values of dy's row `row` from column j; 0 past the batch and the outputs
+// (branch-free, as x_quad).
+fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
+    let r = min(row, max(batch.rows, 1u) - 1u);
+    var v: vec4<f32>;
+    for (var e = 0u; e < 4u; e++) {
+        let value = load_dy(is_b, r * shape.outputs + min(j + e, shape.outputs - 1u));
+        v[e] = select(0.0, value, j + e < shape.outputs);
+    }
+    return select(vec4<f32>(0.0), v, row < batch.rows);
+}
