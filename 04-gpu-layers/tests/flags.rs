@@ -37,6 +37,9 @@ fn boundary_values_of_every_flag() {
         // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
         (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
         (&["--compiled", "bogus"], Refused(2, "--compiled")),
+        // f16 inputs: the tensor cores where the adapter has them, else f32 (and it says so).
+        (&["--bench-only", "--matmul", "f16-inputs"], Runs),
+        (&["--bench-only", "--matmul", "f16"], Refused(2, "--matmul")),
         // A --variants word that names no variant of --sweep: refused before anything is timed.
         (&["--sweep", "--variants", "tiled splitz"], Refused(1, "--variants")),
     ];
