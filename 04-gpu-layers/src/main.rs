@@ -71,9 +71,8 @@ struct Args {
     hidden: Vec<u32>,
     /// The precision of the wide layers' products for --bench and --sweep: `f16-inputs` runs a
     /// forward split over k on the tensor cores (`linear_forward_coop`) where the adapter has
-    /// cooperative matrices; --bench then checks the step against the CPU by the relative size
-    /// of the whole gradient's error instead of element by element (--sweep checks the
-    /// parameters after one SGD step, which f16 inputs move by far less than its tolerance).
+    /// cooperative matrices; --bench and --sweep then check a step against the CPU by the
+    /// relative size of the whole gradient's error instead of element by element.
     #[arg(long, default_value = "f32", value_parser = ["f32", "f16-inputs"])]
     matmul: String,
     /// Timed repetitions for --bench (medians are reported).
@@ -378,14 +377,7 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         // f16 inputs: the fused tape's split forward, the composed tape's products (stage 03's kernel 08).
         let f16 = kernels.coop_on(ctx);
         if f16 {
-            // Inputs rounded to f16 (a relative 2^-11 each) move every gradient a little, and a
-            // ReLU whose input changes sign moves some a lot: the whole gradient must stay
-            // within 5% (a wrong tile or fragment gives errors of order 1, a skipped round of a
-            // batch of 256 about 10%).
-            let err = relative_error(&g, &c);
-            if err.is_nan() || err > 5e-2 {
-                return Err(format!("{fusion:?} step's gradients (f16 inputs) differ from the CPU's by {err:.2e} (relative, L2)").into());
-            }
+            let err = check_f16_gradients(&format!("{fusion:?} step"), &g, &c)?;
             println!("   {label}: f16 inputs; the step's gradients are within {err:.2e} (relative, L2) of the CPU's");
         } else {
             common::check_close(&g, &c, 1e-3, 1e-6).map_err(|e| format!("{fusion:?} step's gradients differ from the CPU's: {e}"))?;
@@ -430,11 +422,19 @@ fn precision(args: &Args) -> Precision {
     if args.matmul == "f16-inputs" { Precision::F16Inputs } else { Precision::F32 }
 }
 
-/// `|a - b| / |b|` over whole vectors (L2 norms): NaN when either holds a NaN.
-fn relative_error(a: &[f32], b: &[f32]) -> f64 {
-    let diff: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
-    let norm: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    if a.len() != b.len() { f64::NAN } else { (diff / norm.max(f64::MIN_POSITIVE)).sqrt() }
+/// The check of a step whose products take f16 inputs: its gradient `gpu` against the CPU's
+/// `cpu` by `|gpu - cpu| / |cpu|` over the whole vectors (L2 norms), which must be at most 5%.
+/// Inputs rounded to f16 (a relative 2^-11 each) move every gradient a little, and a ReLU whose
+/// input changes sign moves some a lot; a wrong tile or fragment gives errors of order 1, a
+/// skipped round of a batch of 256 about 10%. Returns the error; NaN fails.
+fn check_f16_gradients(what: &str, gpu: &[f32], cpu: &[f32]) -> Result<f64, String> {
+    let diff: f64 = gpu.iter().zip(cpu).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    let norm: f64 = cpu.iter().map(|y| (*y as f64).powi(2)).sum();
+    let err = if gpu.len() != cpu.len() { f64::NAN } else { (diff / norm.max(f64::MIN_POSITIVE)).sqrt() };
+    if err.is_nan() || err > 5e-2 {
+        return Err(format!("{what}: the gradients (f16 inputs) differ from the CPU's by {err:.2e} (relative, L2)"));
+    }
+    Ok(err)
 }
 
 /// Byte images for the gathering steps of `bench_split`: 16 batches of random pixels in a
