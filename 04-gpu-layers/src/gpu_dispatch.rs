@@ -687,7 +687,7 @@ pub(crate) fn prepare_forward_split(
         return Err(LayersError::Spec(format!("only linear_forward_tiled splits its k loop (2 ways or more), not {}", id.name())));
     }
     // On the tensor cores where the products take f16 inputs: the same partial sums, its own grid.
-    let (id, (gx, gy), name) = if kernels.coop_on(ctx) {
+    let (id, (gx, gy), name) = if kernels.coop_on(ctx) && tiles.coop_forward_fits(&ctx.limits) {
         let grid = (y.cols.div_ceil(tiles.coop_n as usize), rows.div_ceil(tiles.coop_m as usize));
         (KernelId::LinearForwardCoop, grid, KERNEL_FORWARD_SPLIT_COOP)
     } else {

@@ -152,7 +152,7 @@ impl GpuTape {
                     (Planned::One(i), _) => prepare(self, ctx, kernels, &ops[i])?,
                 };
                 let name = match p {
-                    Planned::SplitForward(_) if coop => KERNEL_FORWARD_SPLIT_COOP,
+                    Planned::SplitForward(_) if coop && kernels.tiles().coop_forward_fits(&ctx.limits) => KERNEL_FORWARD_SPLIT_COOP,
                     Planned::One(i) if coop_update(coop, &kernels.tiles(), &ctx.limits, max_batch, &ops[i]) => {
                         KernelId::LinearUpdateCoop.name()
                     }

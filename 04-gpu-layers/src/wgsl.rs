@@ -383,6 +383,14 @@ impl FusedTiles {
         Needs { invocations: 32 * (m / 32) * (n / 32), workgroup_bytes: bytes, storage_buffers: 3 }
     }
 
+    /// Whether the device has room for `linear_forward_coop` with these tiles (its invocations
+    /// and workgroup memory; the cooperative matrices themselves are `Kernels::coop_on`'s).
+    pub fn coop_forward_fits(&self, limits: &wgpu::Limits) -> bool {
+        let needs = self.coop_forward_needs();
+        needs.invocations <= limits.max_compute_invocations_per_workgroup
+            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
+    }
+
     /// What `linear_update_coop` needs of a device: 256 invocations; a round's x and dy rows in
     /// f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and two f32 gradient tiles (rows padded by
     /// 4); 11 storage buffers (two layers).
@@ -1156,6 +1164,7 @@ mod tests {
         assert!(d.coop_updates(256, 1024, &h200) && d.coop_updates(512, 256, &h200));
         assert!(!d.coop_updates(1024, 128, &h200) && !d.coop_updates(64, 1024, &h200));
         assert!(!d.coop_updates(256, 1024, &lavapipe_limits()));
+        assert!(d.coop_forward_fits(&h200) && !d.coop_forward_fits(&wgpu::Limits::defaults()));
     }
 
     #[test]
