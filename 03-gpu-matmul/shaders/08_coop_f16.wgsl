@@ -39,6 +39,8 @@
 //    them at once, so no registers stay reserved for tiles in flight during the multiply-adds
 //    (fewer registers per invocation, perhaps more workgroups per multiprocessor); the loads'
 //    latency is then hidden only by the other workgroups.
+//    LANE_LOADS (the tuner's `ln` tiles, STAGES = 1 or 2): one vec4<f16> per invocation and
+//    load, neighbours in neighbouring lanes, instead of two side by side (see `fetch`).
 //    STAGES = 0 (the tuner's `direct` tiles; 99-103 TFLOP/s on the H200, not taken): no tiles
 //    in workgroup memory and no barriers in the loop. Each subgroup loads its own fragments
 //    straight from the copies (served by the L1 and L2 caches), one 16-deep step ahead into a
@@ -95,6 +97,7 @@ const STAGES: u32 = 2u;         // buffers of the tiles: 1 or 2; 0: none (direct
 const FRAG_PREFETCH: bool = false; // STAGES = 1, 2: fragments loaded one 16-deep sub-step ahead
 const EARLY_FETCH: bool = false;   // STAGES = 1: the next step's global loads before the barrier
 const SYNC_COPY: bool = false;     // STAGES = 1: each step loads and stores its own tiles first
+const LANE_LOADS: bool = false;    // STAGES = 1, 2: one vec4<f16> per load, neighbours in neighbouring lanes
 const PAD_MN: u32 = 256u;       // the copies' m and n are padded to multiples of this
 const PAD_K: u32 = 64u;         // and k to multiples of this
 const SG: u32 = 32u;            // subgroup size (checked on the Rust side)
@@ -111,6 +114,8 @@ const A_V8: u32 = BK * BM / 8u;                 // 16-byte loads per A tile
 const B_V8: u32 = BK * BN / 8u;
 const LA: u32 = (A_V8 + THREADS - 1u) / THREADS;
 const LB: u32 = (B_V8 + THREADS - 1u) / THREADS;
+const A_V4: u32 = 2u * A_V8;                    // 8-byte loads per A tile (LANE_LOADS)
+const B_V4: u32 = 2u * B_V8;
 const A_BUF: u32 = BK * LDA_S;                  // vec4<f16> per buffer of the A tile
 const B_BUF: u32 = BK * LDB_S;
 const B_OFF: u32 = STAGES * A_BUF;              // B's buffers follow A's
@@ -209,8 +214,25 @@ fn to_f16_b(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
 // ---- the product ----
 
 // Global loads of the tiles at k = p0 into registers: 8 halves (two vec4<f16>, 16 bytes) per
-// invocation and round, no bounds tests (the copies are padded to whole tiles).
+// invocation and round, no bounds tests (the copies are padded to whole tiles). The driver
+// issues each pair as two 8-byte loads whose lanes lie 16 bytes apart, so each load touches
+// twice the bytes it uses; with LANE_LOADS (the tuner's `ln` tiles) each load is one
+// vec4<f16> per invocation, neighbours in neighbouring lanes: 256 contiguous bytes per
+// subgroup and load, and the same for the stores into the tiles.
 fn fetch(tid: u32, row0: u32, col0: u32, p0: u32) {
+    if LANE_LOADS {
+        for (var l = 0u; l < 2u * LA; l++) {
+            let e = tid + l * THREADS;
+            if A_V4 % THREADS != 0u && e >= A_V4 { break; }
+            a_next[l] = a16[(p0 + e / (BM / 4u)) * dims.lda16 + row0 / 4u + e % (BM / 4u)];
+        }
+        for (var l = 0u; l < 2u * LB; l++) {
+            let e = tid + l * THREADS;
+            if B_V4 % THREADS != 0u && e >= B_V4 { break; }
+            b_next[l] = b16[(p0 + e / (BN / 4u)) * dims.ldb16 + col0 / 4u + e % (BN / 4u)];
+        }
+        return;
+    }
     for (var l = 0u; l < LA; l++) {
         let e = tid + l * THREADS;
         if A_V8 % THREADS != 0u && e >= A_V8 { break; }
@@ -229,6 +251,19 @@ fn fetch(tid: u32, row0: u32, col0: u32, p0: u32) {
 
 // The fetched registers into buffer `h` of the tiles, 16 bytes side by side.
 fn stash(tid: u32, h: u32) {
+    if LANE_LOADS {
+        for (var l = 0u; l < 2u * LA; l++) {
+            let e = tid + l * THREADS;
+            if A_V4 % THREADS != 0u && e >= A_V4 { break; }
+            tiles[h * A_BUF + (e / (BM / 4u)) * LDA_S + e % (BM / 4u)] = a_next[l];
+        }
+        for (var l = 0u; l < 2u * LB; l++) {
+            let e = tid + l * THREADS;
+            if B_V4 % THREADS != 0u && e >= B_V4 { break; }
+            tiles[B_OFF + h * B_BUF + (e / (BN / 4u)) * LDB_S + e % (BN / 4u)] = b_next[l];
+        }
+        return;
+    }
     for (var l = 0u; l < LA; l++) {
         let e = tid + l * THREADS;
         if A_V8 % THREADS != 0u && e >= A_V8 { break; }

@@ -335,6 +335,14 @@ impl Kernel {
                 t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(1).sync(),
                 t(64, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).sync(),
                 t(128, 256, 32, 16, 16).warp(64, 64).group(8).stages(1).sync(),
+                // One vec4<f16> per invocation and load, neighbours in neighbouring lanes (`ln`),
+                // instead of two side by side (two 8-byte loads whose lanes lie 16 bytes apart).
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(1).lanes(),
+                t(128, 128, 32, 16, 16).warp(64, 64).stages(1).lanes(),
+                t(128, 128, 64, 16, 16).warp(64, 64).group(8).stages(1).lanes(),
+                t(128, 128, 16, 16, 16).warp(64, 64).group(8).stages(2).lanes(),
+                t(128, 128, 32, 16, 16).warp(64, 64).group(8).stages(2).lanes(),
+                t(128, 256, 32, 16, 16).warp(64, 64).group(8).stages(1).lanes(),
             ],
         };
         let mut tiles = self.tile_ladder();
@@ -396,6 +404,9 @@ impl Kernel {
         }
         if tile.sync && (self != Kernel::CoopF16 || tile.stages != 1 || tile.early) {
             return bad("only kernel 08's one-buffer tiles (stages 1, not ef) copy each step's tiles at its start (sc)".into());
+        }
+        if tile.lanes && (self != Kernel::CoopF16 || tile.stages == 0) {
+            return bad("only kernel 08's staged tiles (stages 1 or 2) choose how their loads are spread over lanes (ln)".into());
         }
         if warp_level && (tile.warps() == 0 || tile.gm == 0) {
             return bad("the warp tile wm x wn must divide the workgroup tile bm x bn, and gm must be positive".into());
@@ -488,6 +499,7 @@ impl Kernel {
                 consts.push(("FRAG_PREFETCH", tile.prefetch.to_string()));
                 consts.push(("EARLY_FETCH", tile.early.to_string()));
                 consts.push(("SYNC_COPY", tile.sync.to_string()));
+                consts.push(("LANE_LOADS", tile.lanes.to_string()));
                 consts.push(("PAD_MN", u(F16_PAD_MN)));
                 consts.push(("PAD_K", u(F16_PAD_K)));
                 // `stages` buffers of the f16 tiles A [bk][bm] and B [bk][bn] (the copies'
@@ -555,12 +567,17 @@ pub struct Tile {
     /// this step's multiply-adds (WGSL `SYNC_COPY`). No registers stay reserved for tiles in
     /// flight, so more workgroups may fit on a multiprocessor to hide the loads' latency.
     pub sync: bool,
+    /// Kernel 08 with `stages` 1 or 2: each global load and each store into the tiles moves one
+    /// `vec4<f16>` per invocation, neighbours in neighbouring lanes, instead of two side by side
+    /// (which the driver splits into two 8-byte loads whose lanes lie 16 bytes apart; WGSL
+    /// `LANE_LOADS`).
+    pub lanes: bool,
 }
 
 impl Tile {
     /// `bm x bn x bk` with `tm x tn` per invocation, no warp level, no swizzle.
     pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> Self {
-        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false, sync: false }
+        Self { bm, bn, bk, tm, tn, wm: 0, wn: 0, gm: 1, stages: 0, direct: false, prefetch: false, early: false, sync: false, lanes: false }
     }
 
     /// The same tile with `stages` buffers of the shared tiles (kernel 08).
@@ -571,7 +588,7 @@ impl Tile {
     /// The same tile with no shared tiles: fragments loaded straight from the f16 copies
     /// (kernel 08).
     pub const fn direct(self) -> Self {
-        Self { stages: 0, direct: true, prefetch: false, early: false, sync: false, ..self }
+        Self { stages: 0, direct: true, prefetch: false, early: false, sync: false, lanes: false, ..self }
     }
 
     /// The same tile loading each 16-deep sub-step's fragments from workgroup memory one
@@ -590,6 +607,12 @@ impl Tile {
     /// buffer).
     pub const fn sync(self) -> Self {
         Self { sync: true, ..self }
+    }
+
+    /// The same tile moving one `vec4<f16>` per invocation and load, neighbours in neighbouring
+    /// lanes (kernel 08 with `stages` 1 or 2).
+    pub const fn lanes(self) -> Self {
+        Self { lanes: true, ..self }
     }
 
     /// The same tile with a `wm x wn` block per subgroup of 32 invocations.
@@ -621,7 +644,7 @@ impl Tile {
     }
 }
 
-/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf`, ` ef` and ` sc`
+/// `bm x bn x bk / tm x tn`, then ` w wm x wn`, ` g gm`, ` s stages`, ` direct`, ` pf`, ` ef`, ` sc` and ` ln`
 /// where set: `128x128x16/8x8 w64x32 g8`, `128x128x16/16x16 w64x64 g8 s2`,
 /// `128x128x32/16x16 w64x64 g8 direct`, `128x128x32/16x16 w64x64 g8 s1 pf`.
 impl fmt::Display for Tile {
@@ -647,6 +670,9 @@ impl fmt::Display for Tile {
         }
         if self.sync {
             write!(f, " sc")?;
+        }
+        if self.lanes {
+            write!(f, " ln")?;
         }
         Ok(())
     }
@@ -794,6 +820,7 @@ mod tests {
             }
         }
         validate("peak_fma.wgsl", include_str!("../shaders/peak_fma.wgsl"));
+        validate("peak_fma_outer.wgsl", include_str!("../shaders/peak_fma_outer.wgsl"));
         validate("peak_coop.wgsl", include_str!("../shaders/peak_coop.wgsl"));
     }
 }

@@ -665,9 +665,13 @@ fn compiled(
 fn probes(bench: &Bench) -> Result<(Option<f64>, Option<f64>), Box<dyn std::error::Error>> {
     let ctx = bench.ctx;
     println!("\nceilings through WGSL on this adapter: kernels that only compute from registers ({PROBE_WORKGROUPS} workgroups):");
-    let fma = PeakProbe::fma(ctx, PROBE_WORKGROUPS)?;
-    let f32_peak = bench.probe(&fma)?;
-    println!("  {:<40} {:>8.1} TFLOP/s", fma.label, f32_peak);
+    // The f32 ceiling is the faster of two forms of the same multiply-adds.
+    let mut f32_peak: f64 = 0.0;
+    for fma in [PeakProbe::fma(ctx, PROBE_WORKGROUPS)?, PeakProbe::fma_outer(ctx, PROBE_WORKGROUPS)?] {
+        let t = bench.probe(&fma)?;
+        println!("  {:<40} {:>8.1} TFLOP/s", fma.label, t);
+        f32_peak = f32_peak.max(t);
+    }
     let coop_peak = match PeakProbe::coop(ctx, PROBE_WORKGROUPS) {
         Ok(probe) => {
             let t = bench.probe(&probe)?;

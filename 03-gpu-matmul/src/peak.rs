@@ -1,8 +1,10 @@
 //! The arithmetic ceilings a matmul kernel could approach through WGSL on this adapter.
 //!
-//! Two probes that compute only from registers, so that their speed is the GPU's arithmetic
+//! Probes that compute only from registers, so that their speed is the GPU's arithmetic
 //! rate as wgpu and the driver deliver it, not a datasheet figure: `shaders/peak_fma.wgsl`
-//! (f32 vec4 `fma` chains: the ceiling of kernels 01-05 and 07) and `shaders/peak_coop.wgsl`
+//! (f32 vec4 `fma` chains) and `shaders/peak_fma_outer.wgsl` (the same multiply-adds in a
+//! matmul's form, an 8 x 8 outer product per round): the ceiling of kernels 01-05 and 07,
+//! the faster of the two; `shaders/peak_coop.wgsl`
 //! (cooperative-matrix multiply-adds, 16x16x16 f16 -> f32: the ceiling of kernels 06 and 08).
 //! The runner (`gpu-matmul --probe`) times them like a kernel and prints each kernel's share.
 
@@ -45,6 +47,27 @@ impl PeakProbe {
         let bind_group = ctx.bind_group("peak fma", &pipeline, 0, &[&buffer])?;
         let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * NCHAINS as f64 * 4.0 * 2.0;
         Ok(Self { pipeline, bind_group, groups: check_groups(ctx, workgroups)?, flop, label: "f32 fma (vec4, 8 chains)" })
+    }
+
+    /// The f32 ceiling in a matmul's form: `workgroups` x 256 invocations, each adding the
+    /// outer product of 8 values of A and 8 of B into 16 vec4 accumulators for [`PEAK_ITERS`]
+    /// rounds (`shaders/peak_fma_outer.wgsl`: each value of A feeds 8 multiply-adds in a row,
+    /// as in kernels 05 and 07).
+    pub fn fma_outer(ctx: &GpuContext, workgroups: u32) -> Result<Self, MatmulError> {
+        const THREADS: u32 = 256;
+        const ACCUMULATORS: u32 = 16;
+        const INPUTS: usize = 64;
+        let workgroups = check_groups(ctx, workgroups)?;
+        let src = specialize(include_str!("../shaders/peak_fma_outer.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
+        // Every input 0.5: each accumulator grows by 0.25 a round, to about 1,000: finite.
+        let data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
+        let buffer = ctx.storage_buffer("peak fma outer", &data)?;
+        // SAFETY: as `fma`: the probe reads buf[0 .. 64] and writes buf[64 + id] for its own
+        // invocation id, all inside `data`; it has no workgroup memory.
+        let pipeline = unsafe { ctx.compute_pipeline_trusted("peak fma outer", &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
+        let bind_group = ctx.bind_group("peak fma outer", &pipeline, 0, &[&buffer])?;
+        let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * ACCUMULATORS as f64 * 4.0 * 2.0;
+        Ok(Self { pipeline, bind_group, groups: workgroups, flop, label: "f32 fma (8 x 8 outer product)" })
     }
 
     /// The tensor-core ceiling: `workgroups` x 4 subgroups, each running 4 independent

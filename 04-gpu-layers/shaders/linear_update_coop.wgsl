@@ -33,6 +33,12 @@
 // (16 each, 256 spilled); after the rounds, 16 at a time 29.8 us, 4 at a time 27.5, one at a
 // time 31.4.
 //
+// UC_S = 1 (FusedTiles::coop_update_slices) halves the workgroup: 4 subgroups, each taking
+// both 16-row halves of every round, 128 invocations of 32 parameters each, one f32 gradient
+// tile. The grid is the same; with half the invocations and workgroup memory, more workgroups
+// share a multiprocessor (784-1024's 225 workgroups are two waves on the H200's 132
+// multiprocessors at one workgroup each).
+//
 // Precision: x and dy are rounded to f16 (a relative 2^-11 each; gradients below f16's
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
 // NaN check reports); sums, parameters and optimizer state stay f32. Needs cooperative matrices
@@ -44,8 +50,9 @@
 // b's buffers: linear_update_b.wgsl.
 
 const UC_R: u32 = 32u;                     // rows of the batch per round
-const SLICES: u32 = 2u;                    // slices of each round (UC_R / SLICES rows each)
-const THREADS: u32 = 256u;                 // 8 subgroups of 32: SLICES x 4 blocks
+const SLICES: u32 = UC_S;                  // slices of each round (UC_R / SLICES rows each): 1 or 2
+const THREADS: u32 = SLICES * 128u;        // subgroups of 32: SLICES x 4 blocks
+const HALVES: u32 = UC_R / 16u / SLICES;   // 16-row halves of a round each subgroup multiplies
 const SUB: u32 = 32u;                      // each subgroup's block side (2 fragments)
 const TQ: u32 = UC_T / 4u;                 // quads along a tile side
 const LDS: u32 = (UC_T + 8u) / 4u;         // vec4<f16> per staged row (padded by 8 halves)
@@ -123,7 +130,7 @@ fn main(
     let slice = sg / 4u;            // rows slice * 16 .. + 16 of each round
     let wk = ((sg % 4u) / 2u) * SUB; // this subgroup's block: parameters k0 + wk.., j0 + wj..
     let wj = (sg % 2u) * SUB;
-    let rr = slice * (UC_R / SLICES);
+    let rr = slice * (UC_R / SLICES); // (with one slice, each subgroup takes both halves)
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();
@@ -144,14 +151,17 @@ fn main(
             }
         }
         // A = x^T (k x rows): column-major from the [row][k] tile; B = dy (rows x j): row-major.
-        let a0 = coopLoad<coop_mat16x16<f16, A>>(&xs[rr * LDS + wk / 4u], LDS);
-        let a1 = coopLoad<coop_mat16x16<f16, A>>(&xs[rr * LDS + (wk + 16u) / 4u], LDS);
-        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&ds[rr * LDS + wj / 4u], LDS);
-        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&ds[rr * LDS + (wj + 16u) / 4u], LDS);
-        c00 = coopMultiplyAdd(a0, b0, c00);
-        c01 = coopMultiplyAdd(a0, b1, c01);
-        c10 = coopMultiplyAdd(a1, b0, c10);
-        c11 = coopMultiplyAdd(a1, b1, c11);
+        for (var hh = 0u; hh < HALVES; hh++) {
+            let r = rr + 16u * hh;
+            let a0 = coopLoad<coop_mat16x16<f16, A>>(&xs[r * LDS + wk / 4u], LDS);
+            let a1 = coopLoad<coop_mat16x16<f16, A>>(&xs[r * LDS + (wk + 16u) / 4u], LDS);
+            let b0 = coopLoadT<coop_mat16x16<f16, B>>(&ds[r * LDS + wj / 4u], LDS);
+            let b1 = coopLoadT<coop_mat16x16<f16, B>>(&ds[r * LDS + (wj + 16u) / 4u], LDS);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+        }
         workgroupBarrier();
     }
 
@@ -190,7 +200,10 @@ fn main(
             }
             let i = k * shape.outputs + j;
             let at = (e / UC_T) * LDC + e % UC_T;
-            let g = cs[at] + cs[UC_T * LDC + at];
+            var g = cs[at];
+            if SLICES == 2u {
+                g += cs[UC_T * LDC + at];
+            }
             var moved: Moved;
             if adam {
                 moved = adam_step(u.opt, adam_t, p0[c], g, p1[c], p2[c]);

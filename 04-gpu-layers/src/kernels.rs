@@ -154,7 +154,7 @@ impl KernelId {
             KernelId::LinearForwardCoop => {
                 vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_LOADS", tiles.coop_loads)]
             }
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T)],
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_slices)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),

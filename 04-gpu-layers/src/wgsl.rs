@@ -162,6 +162,10 @@ pub struct FusedTiles {
     /// quad each as four 4-byte loads; 1, a quad each as one 16-byte load where the rows are
     /// whole quads; 2, single values, neighbouring invocations neighbouring values.
     pub coop_loads: u32,
+    /// `linear_update_coop`: slices of each round of the batch (`UC_S`): 2, 256 invocations
+    /// (2 slices x 4 subgroups of 32 x 32 parameters, 16 parameters each); 1, 128 invocations
+    /// (each subgroup takes the whole round, 32 parameters each), half the workgroup memory.
+    pub coop_update_slices: u32,
 }
 
 impl FusedTiles {
@@ -208,6 +212,7 @@ impl FusedTiles {
         coop_n: 64,
         coop_loads: 0,
         coop_min: 256,
+        coop_update_slices: 2,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -338,6 +343,8 @@ impl FusedTiles {
         for v in [1, 2] {
             add(format!("tiled splits 2 coop loads {v}"), FusedTiles { tiled_splits: 2, coop_loads: v, ..d });
         }
+        // The update on the tensor cores with one slice per round (128 invocations).
+        add("tiled splits 2 coop update slices 1".into(), FusedTiles { tiled_splits: 2, coop_update_slices: 1, ..d });
         out
     }
 
@@ -391,12 +398,12 @@ impl FusedTiles {
             && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
     }
 
-    /// What `linear_update_coop` needs of a device: 256 invocations; a round's x and dy rows in
-    /// f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and two f32 gradient tiles (rows padded by
-    /// 4); 11 storage buffers (two layers).
-    pub fn coop_update_needs() -> Needs {
-        let t = COOP_UPDATE_T;
-        Needs { invocations: 256, workgroup_bytes: 2 * 2 * 32 * (t + 8) + 2 * 4 * t * (t + 4), storage_buffers: 11 }
+    /// What `linear_update_coop` needs of a device: 128 invocations per slice; a round's x and
+    /// dy rows in f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and an f32 gradient tile per
+    /// slice (rows padded by 4); 11 storage buffers (two layers).
+    pub fn coop_update_needs(&self) -> Needs {
+        let (t, s) = (COOP_UPDATE_T, self.coop_update_slices);
+        Needs { invocations: 128 * s, workgroup_bytes: 2 * 2 * 32 * (t + 8) + s * 4 * t * (t + 4), storage_buffers: 11 }
     }
 
     /// Whether a layer of `outputs` outputs, in a tape sized for `rows` rows, has its gradient
@@ -404,7 +411,7 @@ impl FusedTiles {
     /// cooperative matrices: its forward runs tiled ([`FusedTiles::forward_tiled`]), it has at
     /// least [`FusedTiles::coop_min`] outputs, and the device has room for the kernel.
     pub fn coop_updates(&self, rows: usize, outputs: usize, limits: &wgpu::Limits) -> bool {
-        let needs = Self::coop_update_needs();
+        let needs = self.coop_update_needs();
         self.forward_tiled(rows, outputs, limits)
             && outputs >= self.coop_min as usize
             && needs.invocations <= limits.max_compute_invocations_per_workgroup
@@ -571,6 +578,9 @@ impl FusedTiles {
         }
         if ![32, 64].contains(&t.coop_m) || ![32, 64].contains(&t.coop_n) || t.coop_loads > 2 {
             return fail("linear_forward_coop takes 32 or 64 rows and columns per workgroup, and loads 0, 1 or 2".into());
+        }
+        if ![1, 2].contains(&t.coop_update_slices) {
+            return fail("linear_update_coop takes 1 or 2 slices of each round".into());
         }
         if !(1..=16).contains(&t.tiled_splits) {
             return fail("linear_forward_tiled splits its k loop 1 to 16 ways".into());
@@ -1152,10 +1162,15 @@ mod tests {
             assert_eq!(n, tiles.coop_forward_needs(), "{} with {what}", id.name());
         }
         let id = KernelId::LinearUpdateCoop;
-        let n = needs(&compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE)));
-        assert_eq!(n, FusedTiles::coop_update_needs());
-        // The H200's 48 KiB hold both; lavapipe's 32 KiB hold the forward only.
-        assert!(FusedTiles::coop_update_needs().workgroup_bytes <= 48 * 1024);
+        for s in [1, 2] {
+            let tiles = FusedTiles { coop_update_slices: s, ..FusedTiles::DEFAULT };
+            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+            assert_eq!(n, tiles.coop_update_needs(), "{} with {s} slices", id.name());
+            // The H200's 48 KiB hold both kernels.
+            assert!(tiles.coop_update_needs().workgroup_bytes <= 48 * 1024);
+        }
+        // Lavapipe's 32 KiB hold the forward only (the update with its default two slices).
+        assert!(FusedTiles::DEFAULT.coop_update_needs().workgroup_bytes > 32 * 1024);
         assert!(FusedTiles::DEFAULT.coop_forward_needs().workgroup_bytes <= 48 * 1024);
         // The update's rule: 784-1024 and 784-256 at batch 512 take it, 784-128 at 1024 (a tiled
         // forward) does not, nor 784-1024 at 64 (not tiled), nor a device with 32 KiB.

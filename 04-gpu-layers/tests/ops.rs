@@ -519,10 +519,12 @@ fn linear_update_on_the_tensor_cores() {
     if !runs_on_this_adapter(KernelId::LinearUpdateCoop) {
         return;
     }
-    let tiles = FusedTiles { tiled_min: 1, coop_min: 1, ..FusedTiles::DEFAULT };
-    let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
-    linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
-    linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+    for slices in [2, 1] {
+        let tiles = FusedTiles { tiled_min: 1, coop_min: 1, coop_update_slices: slices, ..FusedTiles::DEFAULT };
+        let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
+        linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
+        linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
+    }
 }
 
 /// Whether the tensor-core kernel `id` can run on the test adapter; where it cannot (lavapipe:
