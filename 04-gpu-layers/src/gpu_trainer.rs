@@ -34,10 +34,14 @@ pub enum Routing {
 /// at 512 x 2048 228.4 against 240.5 us per step, 1024 x 1024 244.3 against 245.7; at 512 x 1024
 /// 151.8 against 130.3, 256 x 2048 148.2 against 130.3, 1024 x 512 191.1 against 155.2.
 pub const ROUTE_MIN_F32: usize = 1024 * 1024;
-/// The same for the f16-input matmul (kernel 08, tensor cores): at 512 x 1024 103.2 against
-/// 130.3 us, 256 x 2048 105.5 against 130.3, 1024 x 512 133.6 against 155.2; at 256 x 1024 78.4
-/// against 78.7, 512 x 512 90.0 against 90.8 (ties, left fused), 1024 x 256 126.1 against 96.6.
-pub const ROUTE_MIN_F16: usize = 512 * 1024;
+/// The same for the f16-input matmul (kernel 08, tensor cores) against the fused tensor-core
+/// kernels (`linear_forward_coop`, `linear_update_coop`; the wide-layer grid of
+/// `results/h200-tensor-cores/grid.txt`, us per SGD step): routed at 512 x 2048 128.4 against
+/// 170.9 fused, 1024 x 1024 128.2 against 158.0; left fused at 1024 x 512 91.7 against 112.8
+/// routed, 512 x 1024 87.2 against 88.9, and 256 x 2048 94.4 against 91.7 (the one cell this
+/// rule gets wrong, by 3%). (Before the tensor-core kernels the fused f16 step ran the f32
+/// kernels, and the rule was 512 Ki.)
+pub const ROUTE_MIN_F16: usize = 1024 * 1024;
 
 /// Whether a hidden layer `[inputs] -> [outputs]` trained in batches of up to `max_batch` rows
 /// goes through stage 03's matmul under [`Routing::Auto`], whose products run at `precision`.

@@ -98,9 +98,9 @@ pub struct TrainArgs {
     /// GPU: training steps recorded into one submission.
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = at_least_one)]
     pub steps_per_submit: usize,
-    /// GPU: precision of stage 03's products for the wide layers routed through them (batch x
-    /// width of at least 1 Mi in f32, 512 Ki with f16-inputs): f32, or f16-inputs (tensor cores;
-    /// inputs rounded to f16, sums in f32).
+    /// GPU: precision of the wide layers' products: f32, or f16-inputs (tensor cores: inputs
+    /// rounded to f16, sums in f32; in the fused layer kernels of layers of 256+ outputs, and in
+    /// stage 03's matmul for layers routed through it, batch x width of at least 1 Mi).
     #[arg(long, value_enum, default_value_t = MatmulPrecision::F32)]
     pub matmul: MatmulPrecision,
     /// CPU: worker threads (1 to 1024) [default: $RAYON_NUM_THREADS, else every core].
