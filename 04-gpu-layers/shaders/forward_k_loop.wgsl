@@ -2,6 +2,10 @@
 // k = 0..x_inputs for its TR rows, as in linear_forward.wgsl with CB column blocks per
 // invocation, every workgroup reading all of W1. (forward_split_sums.wgsl is the other form.)
 
+// forward_output.wgsl may compute the slices before its first barrier: not here, the k loop
+// reads the staged input rows.
+const SUMS_FIRST: bool = false;
+
 // Writes slice lid.y of the TR rows' sums (no bias) into scratch[lid.y][r][j * TN + lid.x], and
 // returns the number of slices, KS. Rows past the batch read the last live row; columns past n
 // read column n - 1 (in bounds, no branch in the loop); the caller uses neither.

@@ -52,6 +52,8 @@ var<workgroup> scratch: array<f32, SCRATCH>; // [KS][TR][TN * CB] partial sums, 
 var<workgroup> h_sh: array<f32, TR * TN * CB>; // [TR][inputs]
 var<workgroup> w_sh: array<f32, W_SHARED>;
 var<workgroup> z_sh: array<f32, OUT_Z_SHARED>;
+// Outputs of step 1 (the slices' sum, the bias and the activation) per invocation.
+const FINISH_PER: u32 = (TR * TN * CB + TN * KS - 1u) / (TN * KS);
 
 @compute @workgroup_size(TN, KS)
 fn main(
@@ -75,26 +77,40 @@ fn main(
     if w_staged {
         stage_weights(li, w_len);
     }
-    workgroupBarrier();
+    // The bias of the columns this invocation finishes after step 1, asked for now so that it
+    // arrives during step 1 rather than after its barrier (column n - 1 stands in past n).
+    let cw = TN * CB;
+    var bias: array<f32, FINISH_PER>;
+    for (var m = 0u; m < FINISH_PER; m++) {
+        bias[m] = params[k_len * n + min((li + m * TN * KS) % cw, n - 1u)];
+    }
 
     // 1. The TR rows' pre-activations without the bias, as slices in `scratch`
     //    ([slices][TR][TN * CB]): KS slices of the k loop (forward_k_loop.wgsl), or fewer slices
     //    of the partial sums the previous step's update left (forward_split_sums.wgsl, the split
-    //    step).
-    let cw = TN * CB;
-    let slices = hidden_slices(row0, li, lid, k_len, n);
+    //    step). The partial sums read nothing staged (SUMS_FIRST), so their loads go out with
+    //    step 0's, and one barrier serves both steps.
+    var slices = 0u;
+    if SUMS_FIRST {
+        slices = hidden_slices(row0, li, lid, k_len, n);
+    }
     workgroupBarrier();
+    if !SUMS_FIRST {
+        slices = hidden_slices(row0, li, lid, k_len, n);
+        workgroupBarrier();
+    }
     // The slices meet; bias and activation on the way into h_sh (and y, which the weight update
     // reads).
-    for (var o = li; o < TR * cw; o += TN * KS) {
+    for (var m = 0u; m < FINISH_PER; m++) {
+        let o = li + m * TN * KS;
         let r = o / cw;
         let c = o % cw;
-        if c < n {
+        if o < TR * cw && c < n {
             var z = 0.0;
             for (var s = 0u; s < slices; s++) {
                 z += scratch[(s * TR + r) * cw + c];
             }
-            let v = activate(z + params[k_len * n + c], p.act);
+            let v = activate(z + bias[m], p.act);
             h_sh[r * n + c] = v;
             if r < rows_here {
                 y[(row0 + r) * n + c] = v;

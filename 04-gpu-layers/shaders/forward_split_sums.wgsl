@@ -10,6 +10,9 @@
 // k = kt T .. kt T + T - 1 (k < x_inputs; the bias is added by the caller).
 @group(0) @binding(15) var<storage, read> partials: array<f32>;
 
+// forward_output.wgsl may compute the slices before its first barrier: they read only `partials`.
+const SUMS_FIRST: bool = true;
+
 // Writes the TR rows' sums (no bias) as S = TN * KS / (TN * CB) slices into scratch[s][r][c],
 // and returns S: invocation li takes column li % (TN * CB) and slice li / (TN * CB), which adds
 // tiles s, s + S, ... (8 slices of 3-4 tiles at 784-128 with the default tiles; as KS = 32
