@@ -31,11 +31,6 @@ const NEXT_ROW_STEP: u32 = THREADS / T;                         // between an in
 var<workgroup> next_x: array<vec4<f32>, NEXT_R * TQ>; // [NEXT_R][T / 4]: a chunk of the next batch's k-slice
 var<workgroup> next_w: array<f32, T * T>; // [T][T]: the tile after the step, bias row zeroed
 var<private> next_words: array<u32, NEXT_WORDS>;
-// The uniforms the last phase reads, read at the start (next_prefetch): a uniform's first read
-// can miss the constant cache, and at the end of the kernel that miss would be on the path.
-var<private> next_scale: f32;
-var<private> next_shift: f32;
-var<private> next_partial_rows: u32;
 
 // Loads word i of the chunk at row r0 (row r = i / TQ, pixels 4 (i % TQ) .. of the slice)
 // into next_words. Rows past the batch repeat its last row (not written); words past the image
@@ -51,9 +46,6 @@ fn next_load(shape: LayerShape, k0: u32, li: u32, r0: u32) {
 }
 
 fn next_prefetch(is_b: bool, shape: LayerShape, k0: u32, li: u32) {
-    next_scale = slot.scale;
-    next_shift = slot.shift;
-    next_partial_rows = u.split.partial_rows;
     if !is_b {
         next_load(shape, k0, li, 0u);
     }
@@ -69,7 +61,7 @@ fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
             let row = r0 + i / TQ;
             var v: vec4<f32>;
             for (var e = 0u; e < 4u; e++) {
-                let pixel = f32((next_words[m] >> (8u * e)) & 0xffu) * next_scale + next_shift;
+                let pixel = f32((next_words[m] >> (8u * e)) & 0xffu) * slot.scale + slot.shift;
                 v[e] = select(0.0, pixel, k + e < shape.inputs);
                 if keep && row < batch.rows && k + e < shape.inputs {
                     x_next[row * shape.inputs + k + e] = pixel;
@@ -112,7 +104,7 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
             for (var q = 0u; q < NEXT_Q; q++) {
                 let row = r0 + first_row + q * NEXT_ROW_STEP;
                 if row < batch.rows {
-                    partials[(kt * next_partial_rows + row) * shape.outputs + j0 + j] = acc[q];
+                    partials[(kt * u.split.partial_rows + row) * shape.outputs + j0 + j] = acc[q];
                 }
             }
         }
