@@ -35,7 +35,7 @@ use common::{GpuContext, GpuError};
 use cpu_matrix::Matrix;
 
 pub use cpu::{matmul_cpu, reference_rows};
-pub use peak::PeakProbe;
+pub use peak::{PEAK_ITERS, PeakProbe};
 pub use kernels::{F16_PAD_K, F16_PAD_MN, Kernel, MIN_WORKGROUPS, Precision, Tile, specialize};
 
 /// A row-major f32 matrix that lives on the GPU. `rows`/`cols` are the CAPACITY shape.

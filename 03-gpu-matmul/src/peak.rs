@@ -17,6 +17,10 @@ pub struct PeakProbe {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: u32,
+    /// What the probe writes, and where in it its results start (in floats), so that a test can
+    /// check that the loop was run rather than compiled away.
+    out: wgpu::Buffer,
+    out_first: usize,
     /// Floating-point operations per dispatch (a multiply-add counts 2).
     pub flop: f64,
     /// What it measures, for tables.
@@ -28,25 +32,12 @@ pub const PEAK_ITERS: u32 = 4096;
 
 impl PeakProbe {
     /// The f32 ceiling: `workgroups` x 256 invocations, each running 8 independent vec4 `fma`
-    /// chains for [`PEAK_ITERS`] rounds. Use enough workgroups to fill the GPU (16 per
+    /// chains for [`PEAK_ITERS`] rounds (`shaders/peak_fma.wgsl`: every multiply-add reads
+    /// three different registers). Use enough workgroups to fill the GPU (16 per
     /// multiprocessor: 2,112 on the H200's 132).
     pub fn fma(ctx: &GpuContext, workgroups: u32) -> Result<Self, MatmulError> {
-        const THREADS: u32 = 256;
-        const NCHAINS: u32 = 8;
-        const INPUTS: usize = 64;
-        // The shader indexes invocations by gid.x alone.
-        let workgroups = check_groups(ctx, workgroups)?;
-        let src = specialize(include_str!("../shaders/peak_fma.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
         // x * y + z with every input 0.5 converges to 1: no overflow, no denormals.
-        let data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
-        let buffer = ctx.storage_buffer("peak fma", &data)?;
-        // SAFETY: the probe reads buf[0 .. 64] and writes buf[64 + id] for its own invocation
-        // id, all inside `data`; it has no workgroup memory. (With naga's default checks its
-        // loop gets a hidden bound that would be measured too.)
-        let pipeline = unsafe { ctx.compute_pipeline_trusted("peak fma", &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
-        let bind_group = ctx.bind_group("peak fma", &pipeline, 0, &[&buffer])?;
-        let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * NCHAINS as f64 * 4.0 * 2.0;
-        Ok(Self { pipeline, bind_group, groups: check_groups(ctx, workgroups)?, flop, label: "f32 fma (vec4, 8 chains)" })
+        Self::f32_probe(ctx, workgroups, include_str!("../shaders/peak_fma.wgsl"), 8, "f32 fma (vec4, 8 chains)")
     }
 
     /// The f32 ceiling in a matmul's form: `workgroups` x 256 invocations, each adding the
@@ -54,20 +45,27 @@ impl PeakProbe {
     /// rounds (`shaders/peak_fma_outer.wgsl`: each value of A feeds 8 multiply-adds in a row,
     /// as in kernels 05 and 07).
     pub fn fma_outer(ctx: &GpuContext, workgroups: u32) -> Result<Self, MatmulError> {
+        // Every input 0.5: each accumulator grows by 0.25 a round, to about 1,000: finite.
+        Self::f32_probe(ctx, workgroups, include_str!("../shaders/peak_fma_outer.wgsl"), 16, "f32 fma (8 x 8 outer product)")
+    }
+
+    /// An f32 probe whose invocations (256 per workgroup, indexed by `gid.x` alone) read
+    /// `buf[0 .. 64]`, update `vec4s` vec4 values by `fma` each round and write one vec4 to
+    /// `buf[64 + id]`; every input is 0.5.
+    fn f32_probe(ctx: &GpuContext, workgroups: u32, shader: &str, vec4s: u32, label: &'static str) -> Result<Self, MatmulError> {
         const THREADS: u32 = 256;
-        const ACCUMULATORS: u32 = 16;
         const INPUTS: usize = 64;
         let workgroups = check_groups(ctx, workgroups)?;
-        let src = specialize(include_str!("../shaders/peak_fma_outer.wgsl"), &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
-        // Every input 0.5: each accumulator grows by 0.25 a round, to about 1,000: finite.
+        let src = specialize(shader, &[("ITERS", format!("{PEAK_ITERS}u"))]).map_err(config)?;
         let data = vec![0.5f32; 4 * (INPUTS + (workgroups * THREADS) as usize)];
-        let buffer = ctx.storage_buffer("peak fma outer", &data)?;
-        // SAFETY: as `fma`: the probe reads buf[0 .. 64] and writes buf[64 + id] for its own
-        // invocation id, all inside `data`; it has no workgroup memory.
-        let pipeline = unsafe { ctx.compute_pipeline_trusted("peak fma outer", &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
-        let bind_group = ctx.bind_group("peak fma outer", &pipeline, 0, &[&buffer])?;
-        let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * ACCUMULATORS as f64 * 4.0 * 2.0;
-        Ok(Self { pipeline, bind_group, groups: workgroups, flop, label: "f32 fma (8 x 8 outer product)" })
+        let buffer = ctx.storage_buffer(label, &data)?;
+        // SAFETY: the probe reads buf[0 .. 64] and writes buf[64 + id] for its own invocation
+        // id, all inside `data`; it has no workgroup memory. (With naga's default checks its
+        // loop gets a hidden bound that would be measured too.)
+        let pipeline = unsafe { ctx.compute_pipeline_trusted(label, &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
+        let bind_group = ctx.bind_group(label, &pipeline, 0, &[&buffer])?;
+        let flop = workgroups as f64 * THREADS as f64 * PEAK_ITERS as f64 * vec4s as f64 * 4.0 * 2.0;
+        Ok(Self { pipeline, bind_group, groups: workgroups, flop, label, out: buffer, out_first: 4 * INPUTS })
     }
 
     /// The tensor-core ceiling: `workgroups` x 4 subgroups, each running 4 independent
@@ -87,7 +85,15 @@ impl PeakProbe {
         let pipeline = unsafe { ctx.compute_pipeline_trusted("peak coop", &src, "main", wgpu::ShaderRuntimeChecks::unchecked()) }?;
         let bind_group = ctx.bind_group("peak coop", &pipeline, 0, &[&src_buf, &dst_buf])?;
         let flop = workgroups as f64 * SUBGROUPS as f64 * PEAK_ITERS as f64 * 4.0 * 2.0 * 16f64.powi(3);
-        Ok(Self { pipeline, bind_group, groups: check_groups(ctx, workgroups)?, flop, label: "coopMultiplyAdd 16x16x16 f16 -> f32" })
+        let groups = check_groups(ctx, workgroups)?;
+        Ok(Self { pipeline, bind_group, groups, flop, label: "coopMultiplyAdd 16x16x16 f16 -> f32", out: dst_buf, out_first: 0 })
+    }
+
+    /// What the last dispatch wrote: for the f32 probes one vec4 per invocation (4 floats each),
+    /// for the cooperative-matrix probe one 16 x 16 f32 block per subgroup.
+    pub fn outputs(&self, ctx: &GpuContext) -> Result<Vec<f32>, GpuError> {
+        let all: Vec<f32> = ctx.read(&self.out, (self.out.size() / 4) as usize)?;
+        Ok(all[self.out_first..].to_vec())
     }
 
     /// Records one dispatch into an open compute pass.

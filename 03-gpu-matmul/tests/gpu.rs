@@ -16,7 +16,8 @@ use std::sync::Once;
 use common::test_context;
 use cpu_matrix::Matrix;
 use gpu_matmul::{
-    GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, Precision, TRANSPOSES, Tile, Transpose, coop_support, formula, reference_rows,
+    GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, PeakProbe, Precision, TRANSPOSES, Tile, Transpose, coop_support, formula,
+    reference_rows,
 };
 
 /// The environment variable that turns skipped cooperative-matrix kernels into failures.
@@ -333,4 +334,28 @@ fn upload_download_round_trip() {
     }
     let g = GpuMatrix::zeros(ctx, 2, 2).unwrap();
     assert!(g.write(ctx, &Matrix::zeros(2, 3)).is_err());
+}
+
+/// The f32 probes compute what their FLOP count says: one workgroup of each, every output
+/// checked against the value its loop must reach (a loop the compiler dropped would leave the
+/// inputs, and the runner would report an impossible rate).
+#[test]
+fn the_f32_probes_run_their_loops() {
+    let ctx = test_context();
+    // x = 0.5 x + 0.5 from 0.5 reaches 1 - 2^-(rounds + 1), which f32 rounds to 1: 8 chains
+    // sum to 8. The outer product adds 0.25 a round to accumulators that start at 0.5: 16 of
+    // them sum to 16 (0.5 + 0.25 rounds).
+    let rounds = gpu_matmul::PEAK_ITERS as f64;
+    let cases = [
+        (PeakProbe::fma(ctx, 1).unwrap(), 8.0),
+        (PeakProbe::fma_outer(ctx, 1).unwrap(), 16.0 * (0.5 + 0.25 * rounds)),
+    ];
+    for (probe, expected) in cases {
+        ctx.submit_pass("probe", |pass| probe.record(pass));
+        let got = probe.outputs(ctx).unwrap();
+        assert_eq!(got.len(), 256 * 4, "{}", probe.label);
+        let want = vec![expected as f32; got.len()];
+        common::assert_close(&got, &want, 0.0, 0.0);
+        assert!(probe.flop > 0.0);
+    }
 }
