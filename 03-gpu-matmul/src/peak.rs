@@ -91,8 +91,8 @@ impl PeakProbe {
 
     /// What the last dispatch wrote: for the f32 probes one vec4 per invocation (4 floats each),
     /// for the cooperative-matrix probe one 16 x 16 f32 block per subgroup.
-    pub fn outputs(&self, ctx: &GpuContext) -> Result<Vec<f32>, GpuError> {
-        let all: Vec<f32> = ctx.read(&self.out, (self.out.size() / 4) as usize)?;
+    pub async fn outputs(&self, ctx: &GpuContext) -> Result<Vec<f32>, GpuError> {
+        let all: Vec<f32> = ctx.read_async(&self.out, (self.out.size() / 4) as usize).await?;
         Ok(all[self.out_first..].to_vec())
     }
 

@@ -352,7 +352,7 @@ fn the_f32_probes_run_their_loops() {
     ];
     for (probe, expected) in cases {
         ctx.submit_pass("probe", |pass| probe.record(pass));
-        let got = probe.outputs(ctx).unwrap();
+        let got = common::block_on(probe.outputs(ctx)).unwrap();
         assert_eq!(got.len(), 256 * 4, "{}", probe.label);
         let want = vec![expected as f32; got.len()];
         common::assert_close(&got, &want, 0.0, 0.0);
