@@ -49,12 +49,14 @@ pub fn double_cpu(input: &[f32]) -> Vec<f32> {
 ///
 /// # Panics
 /// If the lengths differ (a programming error, not user input).
+// ANCHOR: double_cpu_into
 pub fn double_cpu_into(input: &[f32], out: &mut [f32]) {
     assert_eq!(input.len(), out.len(), "double_cpu_into: input and output lengths differ");
     for (o, &x) in out.iter_mut().zip(input) {
         *o = x * 2.0;
     }
 }
+// ANCHOR_END: double_cpu_into
 
 /// Doubles `input` on the GPU in one call: `input: [n] -> [n]`.
 ///
@@ -210,6 +212,7 @@ impl DoubleGpu {
                 self.len
             )));
         }
+        // ANCHOR: download_paths
         match path {
             Path::Simple => ctx.read_into(&self.output, out),
             Path::Fast => self.transfer.download_into(ctx, &self.output, 0, out),
@@ -218,6 +221,7 @@ impl DoubleGpu {
                 Ok(())
             }
         }
+        // ANCHOR_END: download_paths
     }
 
     /// The last run's `n` results, read in place from mapped staging memory (path 3): nothing
@@ -266,11 +270,13 @@ impl DoubleGpu {
             )));
         }
         let groups = ctx.workgroups_1d(input.len() as u64, WORKGROUP_SIZE)?;
+        // ANCHOR: upload_paths
         match path {
             Path::Simple if !input.is_empty() => ctx.queue.write_buffer(&self.input, 0, bytemuck::cast_slice(input)),
             Path::Simple => {}
             Path::Fast | Path::Mapped => self.transfer.upload(ctx, &self.input, 0, input)?,
         }
+        // ANCHOR_END: upload_paths
         // Fits: `new` checked that `capacity` fits a u32.
         let len = input.len() as u32;
         ctx.queue.write_buffer(&self.len_buffer, 0, bytemuck::bytes_of(&len));

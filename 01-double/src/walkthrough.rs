@@ -42,6 +42,7 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
     // ---------------------------------------------------------------------------------------
     // The instance is wgpu itself: it loads the APIs it can find (Vulkan, Metal, DX12, GL).
     // `..._from_env` lets `WGPU_BACKEND=vulkan` (or gl, metal, dx12) restrict the choice.
+    // ANCHOR: step1_device
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
 
     // An adapter is one physical device behind one API: "NVIDIA H200 on Vulkan", or Mesa's
@@ -93,21 +94,25 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
     // with the wrong usage) later and, by default, by panicking. An error scope collects them
     // instead, so we can return them as an `Err`.
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    // ANCHOR_END: step1_device
 
     // ---------------------------------------------------------------------------------------
     // Step 2: the shader module.
     // ---------------------------------------------------------------------------------------
     // wgpu compiles WGSL (with naga) to what the driver eats: SPIR-V for Vulkan, MSL, HLSL...
     // Read shaders/double.wgsl now: one invocation doubles one element.
+    // ANCHOR: step2_module
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("double.wgsl"),
         source: wgpu::ShaderSource::Wgsl(SHADER.into()),
     });
+    // ANCHOR_END: step2_module
 
     // ---------------------------------------------------------------------------------------
     // Step 3: buffers. The GPU cannot see our `&[f32]`; it needs its own memory.
     // ---------------------------------------------------------------------------------------
     // The input: STORAGE so the shader can read it, COPY_DST so we can upload into it.
+    // ANCHOR: step3_buffers
     let input_buffer = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("input"),
         size: buffer_bytes,
@@ -137,6 +142,7 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
         contents: bytemuck::bytes_of(&len),
         usage: wgpu::BufferUsages::UNIFORM,
     });
+    // ANCHOR_END: step3_buffers
 
     // ---------------------------------------------------------------------------------------
     // Step 4: bind group layout and bind group.
@@ -145,6 +151,7 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
     // buffer, binding 1 a read-write one, binding 2 a uniform, all seen by compute shaders.
     // (wgpu can also derive it from the shader, with `layout: None` in step 5, as `common`
     // does; written out here so you see what the shader's `@binding`s mean.)
+    // ANCHOR: step4_bind_group
     let storage = |read_only| wgpu::BindingType::Buffer {
         ty: wgpu::BufferBindingType::Storage { read_only },
         has_dynamic_offset: false,
@@ -187,11 +194,13 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
             wgpu::BindGroupEntry { binding: 2, resource: len_buffer.as_entire_binding() },
         ],
     });
+    // ANCHOR_END: step4_bind_group
 
     // ---------------------------------------------------------------------------------------
     // Step 5: pipeline layout and pipeline.
     // ---------------------------------------------------------------------------------------
     // The pipeline layout lists the bind group layouts by group number: `@group(0)` is ours.
+    // ANCHOR: step5_pipeline
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some("double pipeline layout"),
         bind_group_layouts: &[Some(&bind_group_layout)],
@@ -207,11 +216,13 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
         compilation_options: Default::default(),
         cache: None,
     });
+    // ANCHOR_END: step5_pipeline
 
     // ---------------------------------------------------------------------------------------
     // Step 6: command encoder and compute pass.
     // ---------------------------------------------------------------------------------------
     // Nothing runs yet: the encoder *records* commands into a command buffer.
+    // ANCHOR: step6_encoder
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("double") });
     {
         // How many workgroups: ceil(n / 256), and never more than 65,535 in one dimension, so
@@ -238,12 +249,14 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
     } // The pass ends when it is dropped.
     // After the kernel, copy the result into the staging buffer (still only recorded).
     encoder.copy_buffer_to_buffer(&output_buffer, 0, &staging_buffer, 0, buffer_bytes);
+    // ANCHOR_END: step6_encoder
 
     // ---------------------------------------------------------------------------------------
     // Step 7: upload, dispatch, download.
     // ---------------------------------------------------------------------------------------
     // Upload: `write_buffer` copies our data into wgpu's own staging memory; the GPU copy runs
     // at the start of the next submit, before our commands.
+    // ANCHOR: step7_run
     if n > 0 {
         queue.write_buffer(&input_buffer, 0, bytemuck::cast_slice(input));
     }
@@ -275,6 +288,7 @@ async fn double_walkthrough_async(input: &[f32]) -> Result<(wgpu::AdapterInfo, V
         bytemuck::cast_slice_mut::<f32, u8>(&mut output).copy_from_slice(&bytes[..4 * n]);
     } // The mapped view must be dropped before `unmap`.
     staging_buffer.unmap();
+    // ANCHOR_END: step7_run
 
     Ok((info, output))
 }

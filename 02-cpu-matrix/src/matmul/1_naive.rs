@@ -9,6 +9,7 @@
 use super::MatRef;
 
 /// `out [m, n] = a [m, k] * b [k, n]`, one dot product per output element.
+// ANCHOR: naive
 pub(crate) fn matmul_1_naive(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32]) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     for i in 0..m {
@@ -21,3 +22,4 @@ pub(crate) fn matmul_1_naive(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32]) {
         }
     }
 }
+// ANCHOR_END: naive

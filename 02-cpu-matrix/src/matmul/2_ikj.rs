@@ -11,6 +11,7 @@
 use super::MatRef;
 
 /// `out [m, n] = a [m, k] * b [k, n]`, accumulating scaled rows of B into each row of C.
+// ANCHOR: ikj
 pub(crate) fn matmul_2_ikj(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32]) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     for i in 0..m {
@@ -33,3 +34,4 @@ pub(crate) fn matmul_2_ikj(a: MatRef<'_>, b: MatRef<'_>, out: &mut [f32]) {
         }
     }
 }
+// ANCHOR_END: ikj

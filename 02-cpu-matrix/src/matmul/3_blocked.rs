@@ -25,6 +25,7 @@
 
 use super::MatRef;
 
+// ANCHOR: block_sizes
 /// Rows of the register tile (rows of A broadcast per step).
 pub(crate) const MR: usize = 8;
 /// Columns of the register tile: two 16-float AVX-512 vectors.
@@ -37,6 +38,7 @@ pub(crate) const KC: usize = 256;
 const MC: usize = 192;
 /// Columns of a packed B block: `KC x NC` floats = 4 MiB, in the 32 MiB L3.
 const NC: usize = 4096;
+// ANCHOR_END: block_sizes
 
 /// Which micro-kernel runs. Chosen once per call by [`MicroKernel::detect`]; tests force each
 /// one this CPU can run, and count the tiles each computed ([`TILES`]) to see which one ran.
@@ -108,6 +110,7 @@ thread_local! {
     static PACK_BUFFERS: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
+// ANCHOR: blocked_loops
 /// The five loops around the micro-kernel (BLIS numbering: 5 `jc`, 4 `pc`, 3 `ic`, 2 `jr`, 1 `ir`).
 fn blocked_loops(
     a: MatRef<'_>,
@@ -143,6 +146,7 @@ fn blocked_loops(
         }
     }
 }
+// ANCHOR_END: blocked_loops
 
 /// Packs `A[ic..ic+mc, pc..pc+kc]` into panels of `MR` rows: panel `q` holds, for each `p`,
 /// the `MR` values `A[ic + q*MR + i, pc + p]` side by side (zeros past row `mc`).
@@ -323,6 +327,7 @@ unsafe fn kernel_avx512(
     use std::arch::x86_64::*;
     #[cfg(test)]
     count_tile(0);
+    // ANCHOR: avx512_k_loop
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     for p in 0..kc {
         // SAFETY (all pointer reads below): p < kc, so the offsets stay inside the panels.
@@ -333,6 +338,7 @@ unsafe fn kernel_avx512(
             row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
         }
     }
+    // ANCHOR_END: avx512_k_loop
     // Lane masks for the two vectors of a row: all 16 lanes unless the tile is cut at `nr`.
     let mask = |lo: usize| -> __mmask16 {
         let lanes = nr.saturating_sub(lo).min(16);

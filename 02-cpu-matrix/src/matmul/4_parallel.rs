@@ -43,6 +43,7 @@ pub(crate) fn gemm_parallel(
     if threads <= 1 {
         return gemm_blocked(a, b, out, n, kernel);
     }
+    // ANCHOR: strips
     // Whole register tiles per strip, so no tile straddles two threads. One strip per thread:
     // rayon runs them on its pool (the calling thread takes part) and returns when all are done.
     let strip_rows = m.div_ceil(threads).next_multiple_of(MR);
@@ -50,6 +51,7 @@ pub(crate) fn gemm_parallel(
         let a_strip = a.row_range(t * strip_rows, strip.len() / n);
         gemm_blocked(a_strip, b, strip, n, kernel);
     });
+    // ANCHOR_END: strips
 }
 
 /// How many threads a product of this size gets: at most `max_threads`, at most one per

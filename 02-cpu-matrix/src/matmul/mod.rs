@@ -112,6 +112,7 @@ impl CpuKernel {
         }
     }
 
+    // ANCHOR: variants
     fn function(self) -> fn(MatRef<'_>, MatRef<'_>, &mut [f32]) {
         match self {
             CpuKernel::Library => library::matmul_0_library,
@@ -121,6 +122,7 @@ impl CpuKernel {
             CpuKernel::Parallel => parallel::matmul_4_parallel,
         }
     }
+    // ANCHOR_END: variants
 }
 
 /// Which operand is read transposed: `None`: `A * B`; `A`: `A^T * B` with `a: [k, m]`;
