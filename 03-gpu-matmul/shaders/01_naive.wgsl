@@ -44,6 +44,7 @@ const TRANS_B: bool = false;
 const WG_X: u32 = 16u;
 const WG_Y: u32 = 16u;
 
+// ANCHOR: main
 @compute @workgroup_size(WG_X, WG_Y)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.y;
@@ -62,3 +63,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     c[i * dims.ldc + j] = acc;
 }
+// ANCHOR_END: main

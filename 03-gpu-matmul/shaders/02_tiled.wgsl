@@ -68,6 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let tx = lid.x;
     let ty = lid.y;
     var acc = 0.0;
+    // ANCHOR: k_loop
     for (var p0 = 0u; p0 < dims.k; p0 += TILE) {
         // Copy: one element of each tile per invocation; tx runs along memory rows.
         if TRANS_A {
@@ -86,6 +87,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
         workgroupBarrier();
     }
+    // ANCHOR_END: k_loop
     let i = row0 + ty;
     let j = col0 + tx;
     if i < dims.m && j < dims.n {

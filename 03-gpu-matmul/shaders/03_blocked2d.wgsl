@@ -95,6 +95,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             }
         }
         workgroupBarrier();
+        // ANCHOR: inner_loop
         for (var q = 0u; q < BK; q++) {
             for (var r = 0u; r < TM; r++) { a_reg[r] = a_tile[(ty * TM + r) * BK + q]; }
             for (var s = 0u; s < TN; s++) { b_reg[s] = b_tile[q * BN + tx * TN + s]; }
@@ -104,6 +105,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 }
             }
         }
+        // ANCHOR_END: inner_loop
         workgroupBarrier();
     }
 

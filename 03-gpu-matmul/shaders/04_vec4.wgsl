@@ -85,6 +85,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var b_reg: array<vec4<f32>, TN / 4u>;
 
     for (var p0 = 0u; p0 < dims.k; p0 += BK) {
+        // ANCHOR: copy_a
         // Copy op(A)'s BM x BK block into a_tile[q][r], one vec4 along the stored rows.
         for (var e = tid; e < BM * BK / 4u; e += THREADS) {
             if TRANS_A {
@@ -100,6 +101,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 }
             }
         }
+        // ANCHOR_END: copy_a
         // Copy op(B)'s BK x BN block into b_tile[q][j].
         for (var e = tid; e < BK * BN / 4u; e += THREADS) {
             if TRANS_B {
@@ -115,6 +117,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             }
         }
         workgroupBarrier();
+        // ANCHOR: inner_loop
         for (var q = 0u; q < BK; q++) {
             for (var g = 0u; g < TM / 4u; g++) { a_reg[g] = a_tile[q * (BM / 4u) + g * TY + ty]; }
             for (var g = 0u; g < TN / 4u; g++) { b_reg[g] = b_tile[q * (BN / 4u) + g * TX + tx]; }
@@ -125,6 +128,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 }
             }
         }
+        // ANCHOR_END: inner_loop
         workgroupBarrier();
     }
 

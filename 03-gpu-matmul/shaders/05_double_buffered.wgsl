@@ -152,6 +152,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         stash(tid, 0u);
     }
     workgroupBarrier();
+    // ANCHOR: k_loop
     for (var t = 0u; t < steps; t++) {
         let h = t % 2u;
         let more = t + 1u < steps;
@@ -175,6 +176,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
         workgroupBarrier();
     }
+    // ANCHOR_END: k_loop
     for (var r = 0u; r < TM; r++) {
         let i = row0 + ((r / 4u) * TY + ty) * 4u + r % 4u;
         if i >= dims.m { continue; }

@@ -236,6 +236,7 @@ fn main(
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
         for (var q = 0u; q < BK; q += 16u) {
+            // ANCHOR: fragments
             b0 = frag_b(h, q, wj);
             if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
             if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
@@ -245,6 +246,7 @@ fn main(
             if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
             if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
             if FN > 3u { c03 = coopMultiplyAdd(a0, b3, c03); }
+            // ANCHOR_END: fragments
             if FM > 1u {
                 a0 = frag_a(h, wi + 16u, q);
                 c10 = coopMultiplyAdd(a0, b0, c10);

@@ -153,6 +153,7 @@ fn stash(tid: u32, h: u32) {
     }
 }
 
+// ANCHOR: swizzle
 // The block (row band, column band) of C this workgroup computes: groups of GM row bands are
 // walked column by column, so workgroups that run at the same time share tiles in the L2.
 fn swizzle(wg: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
@@ -163,6 +164,7 @@ fn swizzle(wg: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
     let in_group = id % per_group;
     return vec2(first + in_group % rows, in_group / rows);
 }
+// ANCHOR_END: swizzle
 
 @compute @workgroup_size(THREADS)
 fn main(
@@ -176,6 +178,7 @@ fn main(
     if row0 >= dims.m || col0 >= dims.n {
         return; // the whole workgroup is past the logical shape (uniform: barriers stay legal)
     }
+    // ANCHOR: warp_tile
     let warp = tid / 32u;
     let lane = tid % 32u;
     // This warp's tile inside the workgroup tile, in vec4 columns of the transposed tiles.
@@ -183,6 +186,7 @@ fn main(
     let wn4 = (warp % WARPS_N) * (WN / 4u);
     let wx = lane % WTX;
     let wy = lane / WTX;
+    // ANCHOR_END: warp_tile
 
     var acc: array<vec4<f32>, TM * TN / 4u>; // [TM rows][TN / 4 groups]
     for (var i = 0u; i < TM * TN / 4u; i++) { acc[i] = vec4(0.0); }

@@ -400,6 +400,7 @@ fn main(
     for (var t = 0u; t < steps; t++) {
         let h = select(0u, t % 2u, STAGES == 2u);
         let more = t + 1u < steps;
+        // ANCHOR: one_buffer
         if STAGES == 1u {
             if SYNC_COPY {
                 fetch(tid, row0, col0, t * BK); // tile t, now: nothing is in flight across the math
@@ -410,6 +411,7 @@ fn main(
             }
             workgroupBarrier();
         }
+        // ANCHOR_END: one_buffer
         if STAGES > 0u && FRAG_PREFETCH {
             // Tile t is in buffer h now (STAGES = 2: since the barrier that ended the last
             // step): the first sub-step's fragments.
@@ -422,9 +424,11 @@ fn main(
             if FN > 2u { nb2 = frag_b(h, 0u, wj + 32u); }
             if FN > 3u { nb3 = frag_b(h, 0u, wj + 48u); }
         }
+        // ANCHOR: fetch_next
         if STAGES > 0u && more && !EARLY_FETCH && !SYNC_COPY {
             fetch(tid, row0, col0, (t + 1u) * BK); // in flight during the multiply-adds
         }
+        // ANCHOR_END: fetch_next
         for (var q = 0u; q < BK; q += 16u) {
             // (Tests on STAGES, FM and FN are on constants: uniform, and removed by the
             // compiler.)
@@ -461,6 +465,7 @@ fn main(
                     if FN > 3u { nb3 = frag_b(h, q + 16u, wj + 48u); }
                 }
             } else {
+                // ANCHOR: fragments
                 a0 = frag_a(h, wi, q);
                 if FM > 1u { a1 = frag_a(h, wi + 16u, q); }
                 if FM > 2u { a2 = frag_a(h, wi + 32u, q); }
@@ -469,11 +474,14 @@ fn main(
                 if FN > 1u { b1 = frag_b(h, q, wj + 16u); }
                 if FN > 2u { b2 = frag_b(h, q, wj + 32u); }
                 if FN > 3u { b3 = frag_b(h, q, wj + 48u); }
+                // ANCHOR_END: fragments
             }
+            // ANCHOR: multiply_adds
             c00 = coopMultiplyAdd(a0, b0, c00);
             if FN > 1u { c01 = coopMultiplyAdd(a0, b1, c01); }
             if FN > 2u { c02 = coopMultiplyAdd(a0, b2, c02); }
             if FN > 3u { c03 = coopMultiplyAdd(a0, b3, c03); }
+            // ANCHOR_END: multiply_adds
             if FM > 1u {
                 c10 = coopMultiplyAdd(a1, b0, c10);
                 if FN > 1u { c11 = coopMultiplyAdd(a1, b1, c11); }

@@ -31,12 +31,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_id) sg: u32) {
     var c1 = coopLoadT<coop_mat16x16<f32, C>>(&dst[base + 256u], 16u);
     var c2 = coopLoadT<coop_mat16x16<f32, C>>(&dst[base + 512u], 16u);
     var c3 = coopLoadT<coop_mat16x16<f32, C>>(&dst[base + 768u], 16u);
+    // ANCHOR: loop
     for (var i = 0u; i < ITERS; i++) {
         c0 = coopMultiplyAdd(x0, y, c0);
         c1 = coopMultiplyAdd(x1, y, c1);
         c2 = coopMultiplyAdd(x2, y, c2);
         c3 = coopMultiplyAdd(x3, y, c3);
     }
+    // ANCHOR_END: loop
     // naga 30 wants a coopStore's matrix, index and stride bound to `let`s.
     let s0 = c0; let s1 = c1; let s2 = c2; let s3 = c3;
     let o0 = base; let o1 = base + 256u; let o2 = base + 512u; let o3 = base + 768u;

@@ -24,9 +24,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let z = buf[at + 9u];
     var x0 = buf[at]; var x1 = buf[at + 1u]; var x2 = buf[at + 2u]; var x3 = buf[at + 3u];
     var x4 = buf[at + 4u]; var x5 = buf[at + 5u]; var x6 = buf[at + 6u]; var x7 = buf[at + 7u];
+    // ANCHOR: loop
     for (var i = 0u; i < ITERS; i++) {
         x0 = fma(x0, y, z); x1 = fma(x1, y, z); x2 = fma(x2, y, z); x3 = fma(x3, y, z);
         x4 = fma(x4, y, z); x5 = fma(x5, y, z); x6 = fma(x6, y, z); x7 = fma(x7, y, z);
     }
+    // ANCHOR_END: loop
     buf[INPUTS + id] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
 }

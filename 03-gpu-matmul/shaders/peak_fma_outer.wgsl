@@ -26,6 +26,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var c20 = b0; var c21 = b1; var c30 = b0; var c31 = b1;
     var c40 = b0; var c41 = b1; var c50 = b0; var c51 = b1;
     var c60 = b0; var c61 = b1; var c70 = b0; var c71 = b1;
+    // ANCHOR: loop
     for (var i = 0u; i < ITERS; i++) {
         c00 = fma(vec4(a0.x), b0, c00); c01 = fma(vec4(a0.x), b1, c01);
         c10 = fma(vec4(a0.y), b0, c10); c11 = fma(vec4(a0.y), b1, c11);
@@ -36,6 +37,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         c60 = fma(vec4(a1.z), b0, c60); c61 = fma(vec4(a1.z), b1, c61);
         c70 = fma(vec4(a1.w), b0, c70); c71 = fma(vec4(a1.w), b1, c71);
     }
+    // ANCHOR_END: loop
     let s0 = ((c00 + c01) + (c10 + c11)) + ((c20 + c21) + (c30 + c31));
     let s1 = ((c40 + c41) + (c50 + c51)) + ((c60 + c61) + (c70 + c71));
     buf[INPUTS + id] = s0 + s1;
