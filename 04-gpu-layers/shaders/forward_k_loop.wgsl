@@ -21,6 +21,7 @@ fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 
     }
     var acc: array<f32, TR * CB>;
     var k = lid.y;
+    // ANCHOR: loads_in_flight
     loop {
         if k + (U - 1u) * KS >= k_len {
             break;
@@ -45,6 +46,7 @@ fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 
         }
         k += U * KS;
     }
+    // ANCHOR_END: loads_in_flight
     for (; k < k_len; k += KS) {
         for (var j = 0u; j < CB; j++) {
             let w = params[k * n + wc[j]];

@@ -55,6 +55,7 @@ var<workgroup> z_sh: array<f32, OUT_Z_SHARED>;
 // Outputs of step 1 (the slices' sum, the bias and the activation) per invocation.
 const FINISH_PER: u32 = (TR * TN * CB + TN * KS - 1u) / (TN * KS);
 
+// ANCHOR: main
 @compute @workgroup_size(TN, KS)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -122,6 +123,7 @@ fn main(
     // 2. The output layer on these rows, h read from h_sh (output_rows.wgsl).
     output_rows(li, row0, rows_here, TR, w_staged, true);
 }
+// ANCHOR_END: main
 
 fn hidden(staged: bool, local_row: u32, row: u32, k: u32) -> f32 {
     return h_sh[local_row * p.inputs + k];

@@ -18,6 +18,7 @@ const SUMS_FIRST: bool = true;
 // tiles s, s + S, ... (8 slices of 3-4 tiles at 784-128 with the default tiles; as KS = 32
 // slices of the k loop's layout, the sum of the slices after the barrier was a chain of 32
 // loads from workgroup memory). Rows past the batch read the last live row.
+// ANCHOR: split_sums
 fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 {
     let cw = TN * CB;
     let slices = max((TN * KS) / cw, 1u);
@@ -37,3 +38,4 @@ fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 
     }
     return slices;
 }
+// ANCHOR_END: split_sums

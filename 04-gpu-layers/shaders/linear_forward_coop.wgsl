@@ -188,6 +188,7 @@ fn main(
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();
     var c11 = coop_mat16x16<f32, C>();
+    // ANCHOR: rounds
     for (var t = 0u; t < rounds; t++) {
         stash(tid); // the round that arrived
         workgroupBarrier();
@@ -208,6 +209,7 @@ fn main(
         }
         workgroupBarrier(); // everyone is done reading before the next round is stored
     }
+    // ANCHOR_END: rounds
 
     // The fragments into the f32 tile (naga wants a coopStore's matrix and index in `let`s),
     // then out with bounds tests: element e of the tile is row e / CF_N, column e % CF_N, so

@@ -71,6 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var x_next: array<f32, XL>;
     var w_next: array<f32, WL>;
+    // ANCHOR: k_split
     // This workgroup's rounds: all of them, or its share of a split k loop (possibly none).
     let splits = max(p.k_split, 1u);
     let all_rounds = (k_len + FT_K - 1u) / FT_K;
@@ -78,6 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let first_round = min(wid.z * per_split, all_rounds);
     let rounds = min(first_round + per_split, all_rounds) - first_round;
     let kb = first_round * FT_K; // its first k
+    // ANCHOR_END: k_split
     // The copies of its first round into registers; zeros past k and past the columns.
     for (var l = 0u; l < XL; l++) {
         let kk = kb + (tid + l * THREADS) % FT_K;

@@ -141,6 +141,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
     // acc[(a * 4 + e) * BQ + b][f]: parameter (4 (bk + a TB) + e, 4 (bj + b TB) + f)
+    // ANCHOR: rounds
     var acc: array<vec4<f32>, 4u * BQ * BQ>;
     let rows = select(batch.rows, 0u, partials_only);
     for (var r0 = 0u; r0 < rows; r0 += UPD_R) {
@@ -177,7 +178,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
+    // ANCHOR_END: rounds
 
+    // ANCHOR: meet
     // The slices' partial sums meet in workgroup memory (the staging area is free now).
     for (var a = 0u; a < BQ; a++) {
         for (var e = 0u; e < 4u; e++) {
@@ -206,4 +209,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     next_partials(is_b, shape, k0, j0, li, moved);
+    // ANCHOR_END: meet
 }

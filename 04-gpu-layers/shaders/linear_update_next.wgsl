@@ -72,6 +72,7 @@ fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
     }
 }
 
+// ANCHOR: next_partials
 fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved: array<f32, PER_THREAD>) {
     if is_b {
         return; // the whole workgroup: layer b's forward is forward_output's own
@@ -111,3 +112,4 @@ fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved
         workgroupBarrier();
     }
 }
+// ANCHOR_END: next_partials

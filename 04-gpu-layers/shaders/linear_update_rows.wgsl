@@ -61,6 +61,7 @@ fn load_dy(is_b: bool, i: u32) -> f32 {
 // to back. (Written as `if k + e < inputs { load }`, the H200's driver compiled each load into
 // a block of its own, with branches between them; this form took the update from 4.79 to 4.56
 // us alone at batch 64, and from 35.77 to 33.80 at 784-1024, batch 256: README.)
+// ANCHOR: x_quad
 fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
     let r = min(row, max(batch.rows, 1u) - 1u);
     var v: vec4<f32>;
@@ -71,6 +72,7 @@ fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
     }
     return select(vec4<f32>(0.0), v, row < batch.rows);
 }
+// ANCHOR_END: x_quad
 
 // Four consecutive values of dy's row `row` from column j; 0 past the batch and the outputs
 // (branch-free, as x_quad).

@@ -84,6 +84,7 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
     //    has no dh to compute when the row has more invocations than h has columns) issues its
     //    atomic adds while the others go on with dL/dz and dh. Invocations with none of the
     //    three to do skip it all (in forward_output 1,024 invocations share a row).
+    // ANCHOR: softmax
     let backprop = p.mode == MODE_TRAIN && p.hidden_act != ACT_NONE;
     let counts = t == per_row - 1u && p.mode != MODE_PREDICT;
     if live && (t < classes || counts || (backprop && t < k_len)) {
@@ -120,6 +121,7 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
             }
         }
     }
+    // ANCHOR_END: softmax
 }
 
 // w_sh[i] = out_params[i] for i in [0, len), by all OUT_WG invocations, eight loads in flight each

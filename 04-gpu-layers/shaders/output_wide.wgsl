@@ -54,6 +54,7 @@ fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
         let k = base + i * OW_WG + lid;
         let kk = min(k, k_len - 1u);
         var v: f32;
+        // ANCHOR: sums
         if p.sums == 1u {
             var z = below_params[p.below_inputs * k_len + kk];
             for (var s = 0u; s < OW_SPLITS; s++) {
@@ -66,6 +67,7 @@ fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
         } else {
             v = h[row * k_len + kk];
         }
+        // ANCHOR_END: sums
         hv[i] = select(0.0, v, k < k_len);
         for (var c = 0u; c < OW_C; c++) {
             wv[i * OW_C + c] = out_params[kk * classes + min(c, classes - 1u)];
