@@ -13,17 +13,20 @@
 // w). An image is 784 bytes = 196 words, so images start on word boundaries.
 // One invocation handles one word: 4 pixels of one row of the batch.
 
+// ANCHOR: slot
 struct Slot {
     first: u32,  // index into `order` of the batch's first row
     count: u32,  // rows in this batch (the last batch of an epoch may be short)
     scale: f32,  // x = pixel * scale + shift  ==  (pixel / 255 - mean) / std
     shift: f32,
 }
+// ANCHOR_END: slot
 
 const WORDS_PER_IMAGE: u32 = 196u;   // 784 / 4
 const PIXELS: u32 = 784u;
 const WORKGROUP: u32 = 256u;
 
+// ANCHOR: kernel
 @group(0) @binding(0) var<storage, read> images: array<u32>;        // [n, 196] packed u8
 @group(0) @binding(1) var<storage, read> labels: array<u32>;        // [ceil(n / 4)] packed u8
 @group(0) @binding(2) var<storage, read> order: array<u32>;         // [n] image indices
@@ -51,3 +54,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         y[row] = (labels[image / 4u] >> (8u * (image % 4u))) & 0xffu;
     }
 }
+// ANCHOR_END: kernel
