@@ -88,8 +88,6 @@ def rewrite(text, base_dir, page_dir, pages, where, depth=0):
             return rewrite(inner, os.path.dirname(target), page_dir, pages, rel(target, REPO), depth + 1)
         return "{{#%s %s%s}}" % (kind, rel(target, page_dir), anchor)
 
-    text = INCLUDE.sub(include, text)
-
     def link_target(target, image):
         if is_external(target) or target.startswith("#"):
             return target
@@ -131,7 +129,8 @@ def rewrite(text, base_dir, page_dir, pages, where, depth=0):
             chunk = LINK.sub(link, chunk)
             chunk = REF_DEF.sub(ref_def, chunk)
         pieces.append(chunk)
-    return "".join(pieces)
+    # Links first, then includes: an inlined file arrives with its own links already rewritten.
+    return INCLUDE.sub(include, "".join(pieces))
 
 
 def chapters(items):
