@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the static site into one folder: the book (mdBook) and the in-browser trainer of stage
-# 05 beside it, under trainer/. Any static web server can serve the folder; so can `mnist serve`
-# (`cargo run --release -p mnist -- serve --site target/site`).
+# Builds the static site into one folder: the in-browser trainer of stage 05 at its root
+# (index.html, app.js, pkg/) and the book (mdBook) under book/. Any static web server can serve
+# the folder; so can `mnist serve`, which serves the trainer and its API at / and the book at
+# /book/ (`cargo run --release -p mnist -- serve --site target/site`).
 #
 #   bash book/build.sh [OUT_DIR]        # default OUT_DIR: target/site
-#   BOOK_ONLY=1 bash book/build.sh      # the book alone (no wasm toolchain needed)
+#   BOOK_ONLY=1 bash book/build.sh      # the book alone, into OUT_DIR/book (no wasm toolchain)
 #
 # Needs mdbook 0.5 (`cargo install mdbook --version 0.5.4 --locked --no-default-features
 # --features search`; .ci/run installs it), python3 (book/preprocess.py checks every link and
@@ -17,14 +18,14 @@ command -v mdbook >/dev/null 2>&1 \
     || { echo "build.sh: mdbook is missing: cargo install mdbook --version 0.5.4 --locked --no-default-features --features search" >&2; exit 1; }
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-rm -f "$root/target/book-repo-files.txt"
-mdbook build "$root/book" --dest-dir "$out"
-# The repository files the chapters link to (source, results), where the links point: repo/.
-while IFS= read -r f; do
-    mkdir -p "$out/repo/$(dirname "$f")"
-    cp "$root/$f" "$out/repo/$f"
-done < "$root/target/book-repo-files.txt"
 if [ "${BOOK_ONLY:-0}" != 1 ]; then
-    bash "$root/05-mnist/web/build.sh" "$out/trainer"
+    bash "$root/05-mnist/web/build.sh" "$out"
 fi
-echo "site: $out (open $out/index.html, or serve the folder)"
+rm -f "$root/target/book-repo-files.txt"
+mdbook build "$root/book" --dest-dir "$out/book"
+# The repository files the chapters link to (source, results), where the links point: book/repo/.
+while IFS= read -r f; do
+    mkdir -p "$out/book/repo/$(dirname "$f")"
+    cp "$root/$f" "$out/book/repo/$f"
+done < "$root/target/book-repo-files.txt"
+echo "site: $out (the trainer: index.html; the book: book/index.html)"

@@ -8,6 +8,8 @@ page includes (recursively), this preprocessor
 
 - inlines it, rewriting its relative `{{#include}}` paths for the page;
 - rewrites a relative link to another included chapter into a link to that chapter's page;
+- turns a link to the in-browser trainer's page (`05-mnist/web/index.html`) into a link to the
+  trainer built beside the book;
 - turns a link to any other file of the repository (source, results) into a link to the
   file's copy in the site (`repo/PATH`, copied by book/build.sh from the list this writes to
   target/book-repo-files.txt);
@@ -27,6 +29,7 @@ REPO = os.path.dirname(HERE)
 SRC = os.path.join(HERE, "src")
 INCLUDE = re.compile(r"\{\{#(include|rustdoc_include)\s+([^}\s]+?)(:[^}\s]*)?\s*\}\}")
 LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^()\s]+)((?:\s+\"[^\"]*\")?)\)")
+TRAINER = os.path.join(REPO, "05-mnist", "web", "index.html")
 REF_DEF = re.compile(r"(?m)^(\s{0,3}\[[^\]]+\]:\s+)(\S+)(.*)$")
 errors = []
 repo_files = set()
@@ -94,8 +97,10 @@ def rewrite(text, base_dir, page_dir, pages, where, depth=0):
         path, _, frag = target.partition("#")
         frag = "#" + frag if frag else ""
         resolved = os.path.normpath(os.path.join(base_dir, path))
-        if resolved.startswith(os.path.join(SRC, "trainer") + os.sep):
-            return target  # the in-browser trainer, built into the site by book/build.sh
+        if resolved == TRAINER:
+            # The trainer's page: in the site it is built beside the book (book/build.sh puts
+            # the book in book/ and the trainer at the site's root).
+            return rel(os.path.join(HERE, "index.html"), page_dir) + frag
         if not os.path.exists(resolved):
             errors.append(f"{where}: link to {target}: no such file ({rel(resolved, REPO)})")
             return target

@@ -16,9 +16,9 @@
 //! - `columns:` picks and orders columns, `name=Header` renames one; without it, every column;
 //! - cells are copied verbatim (the CSV holds the figures as the table shows them); a column
 //!   whose cells are all numbers is right-aligned;
-//! - a cell `=other.csv[col=value&col=value].column rest` is a reference: the value of
-//!   `column` in the one row of `other.csv` (relative to this CSV) that matches, then ` rest`.
-//!   The top README's headline table is made of such references, so a headline figure is the
+//! - `{=other.csv[col=value&col=value].column}` inside a cell is a reference: the value of
+//!   `column` in the one row of `other.csv` (relative to this CSV) that matches. The top
+//!   README's headline table is made of such references, so a headline figure is the
 //!   chapter's figure and cannot drift from it.
 //!
 //! `cargo run -p tables` rewrites every region in the repository; `--check` changes nothing and
@@ -104,20 +104,21 @@ fn read_csv_depth(path: &Path, depth: usize) -> Result<Csv, TableError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     for row in &mut csv.rows {
         for cell in row.iter_mut() {
-            if cell.starts_with('=') {
-                *cell = resolve_reference(dir, cell, depth).map_err(|e| err(&at, format!("`{cell}`: {e}")))?;
+            while let Some(start) = cell.find("{=") {
+                let end = cell[start..].find('}').map(|i| start + i).ok_or_else(|| err(&at, format!("`{cell}`: a reference `{{=...` has no closing `}}`")))?;
+                let value = resolve_reference(dir, &cell[start + 2..end], depth).map_err(|e| err(&at, format!("`{cell}`: {e}")))?;
+                cell.replace_range(start..=end, &value);
             }
         }
     }
     Ok(csv)
 }
 
-/// `=path.csv[a=1&b=2].column rest` -> that cell's value, then ` rest`.
-fn resolve_reference(dir: &Path, cell: &str, depth: usize) -> Result<String, String> {
+/// `path.csv[a=1&b=2].column` (the inside of `{=...}`) -> that cell's value.
+fn resolve_reference(dir: &Path, body: &str, depth: usize) -> Result<String, String> {
     if depth > 4 {
         return Err("references nested more than 4 deep".into());
     }
-    let body = &cell[1..];
     let open = body.find('[').ok_or("a reference is `=file.csv[col=value&...].column`")?;
     let close = body[open..].find("].").map(|i| open + i).ok_or("a reference is `=file.csv[col=value&...].column`")?;
     let file = &body[..open];
@@ -126,11 +127,7 @@ fn resolve_reference(dir: &Path, cell: &str, depth: usize) -> Result<String, Str
         .filter(|s| !s.is_empty())
         .map(|f| f.split_once('=').ok_or_else(|| format!("`{f}` is not COLUMN=VALUE")))
         .collect::<Result<_, _>>()?;
-    let rest = &body[close + 2..];
-    let (column, suffix) = match rest.find(' ') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
+    let column = &body[close + 2..];
     let other = read_csv_depth(&dir.join(file), depth + 1).map_err(|e| e.to_string())?;
     let index = |name: &str| other.header.iter().position(|h| h == name).ok_or_else(|| format!("{file} has no column `{name}`"));
     let col = index(column)?;
@@ -140,7 +137,7 @@ fn resolve_reference(dir: &Path, cell: &str, depth: usize) -> Result<String, Str
     }
     let rows: Vec<&Vec<String>> = other.rows.iter().filter(|r| keys.iter().all(|(i, v)| r[*i] == *v)).collect();
     match rows.as_slice() {
-        [row] => Ok(format!("{}{suffix}", row[col])),
+        [row] => Ok(row[col].clone()),
         [] => Err(format!("no row of {file} matches")),
         _ => Err(format!("{} rows of {file} match; a reference needs exactly one", rows.len())),
     }
@@ -319,10 +316,10 @@ mod tests {
     fn a_reference_cell_is_the_cell_it_names() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("stage.csv"), "kernel,n,tflops\n05,4096,39.9\n05,2048,35.0\n").unwrap();
-        fs::write(dir.path().join("head.csv"), "what,figure\nkernel 05,=stage.csv[kernel=05&n=4096].tflops TFLOP/s\n").unwrap();
+        fs::write(dir.path().join("head.csv"), "what,figure\nkernel 05,{=stage.csv[kernel=05&n=4096].tflops} TFLOP/s (n = {=stage.csv[kernel=05&n=4096].n})\n").unwrap();
         let csv = read_csv(&dir.path().join("head.csv")).unwrap();
-        assert_eq!(csv.rows[0][1], "39.9 TFLOP/s");
-        for bad in ["=stage.csv[kernel=05].tflops", "=stage.csv[kernel=06].tflops", "=stage.csv[n=4096].gflops", "=stage.csv.tflops"] {
+        assert_eq!(csv.rows[0][1], "39.9 TFLOP/s (n = 4096)");
+        for bad in ["{=stage.csv[kernel=05].tflops}", "{=stage.csv[kernel=06].tflops}", "{=stage.csv[n=4096].gflops}", "{=stage.csv.tflops}", "{=stage.csv[n=4096].tflops"] {
             fs::write(dir.path().join("bad.csv"), format!("what,figure\nx,{bad}\n")).unwrap();
             assert!(read_csv(&dir.path().join("bad.csv")).is_err(), "{bad} should be refused");
         }
