@@ -21,14 +21,19 @@
 //!
 //! Stage 01 (`double`) shows every one of these steps written out by hand first.
 
+mod adapter;
 mod buffers;
 pub mod check;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod compiled;
 mod context;
+#[cfg(not(target_arch = "wasm32"))]
+mod context_transfer;
+mod device;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod flags;
+mod lock;
 mod pipeline;
 mod report;
 pub mod timing;
@@ -40,7 +45,8 @@ mod web;
 
 pub use buffers::STORAGE_USAGE;
 pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
-pub use context::{ADAPTER_ENV, GpuContext, is_software_name, software_warning};
+pub use adapter::{ADAPTER_ENV, is_software_name, software_warning};
+pub use context::GpuContext;
 #[cfg(not(target_arch = "wasm32"))]
 pub use context::test_context;
 pub use error::GpuError;
