@@ -1,13 +1,16 @@
 //! `common`: what every stage shares, so no stage repeats the wgpu boilerplate.
 //!
-//! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; adapter
-//!   choice, limits, features, and the software-adapter warning.
+//! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; limits,
+//!   features, error scopes, and the waits. Under it: adapter choice and the software-adapter
+//!   warning (`adapter.rs`, with `web.rs` in a browser), and the device's error slots and the
+//!   parts of a context that lower files work on (`device.rs`).
 //! - buffer helpers (`buffers.rs`): storage buffers from slices, poisoning, read-back through a
 //!   reused staging buffer, size checks against the device limits.
 //! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
 //!   past 65,535 workgroups.
-//! - fast transfers (`transfer.rs`, native): `Transfer` and `GpuContext::upload` / `download`,
-//!   through reused mapped staging buffers, in overlapping chunks, on several threads.
+//! - fast transfers (`transfer.rs`, native): `Transfer`, through reused mapped staging buffers,
+//!   in overlapping chunks, on several threads; its methods on a context and
+//!   `GpuContext::upload` / `download` are in `context_transfer.rs`.
 //! - waiting (`wait.rs`): read-backs and waits written once as `async fn`s, for native targets
 //!   (where `read`, `wait` block on them) and browsers (WebGPU, where nothing may block).
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.

@@ -23,6 +23,9 @@
 //! [`GpuContext::upload`], [`GpuContext::download`] and [`GpuContext::download_into`] use one
 //! `Transfer` the context keeps, with [`TransferConfig::default`]. Stage 01's chapter has the
 //! measurements behind each choice (`cargo run --release -p double --bin transfers`).
+//!
+//! This file works on a device, queue and limits (`device.rs`'s `Gpu`), not on the context
+//! that keeps a `Transfer`: the methods that take a `&GpuContext` are in `context_transfer.rs`.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -135,6 +138,9 @@ impl Staging {
 /// Host <-> GPU copies through reused staging buffers. Make one and reuse it (or use the one in
 /// the context: [`GpuContext::upload`], [`GpuContext::download`]); it allocates its staging
 /// buffers on first use and keeps them.
+///
+/// [`GpuContext::upload`]: crate::GpuContext::upload
+/// [`GpuContext::download`]: crate::GpuContext::download
 pub struct Transfer {
     config: TransferConfig,
     /// `MAP_WRITE | COPY_SRC`; idle ones wait mapped, ready to be filled.
