@@ -8,6 +8,8 @@
 
 use bytemuck::Pod;
 
+use crate::device::staging_size;
+use crate::lock::lock;
 use crate::{GpuContext, GpuError};
 
 /// Usage of every storage buffer made here: bound to shaders, written by `write_buffer`,
@@ -154,22 +156,20 @@ impl GpuContext {
         let copy_bytes = bytes.next_multiple_of(4).min(buffer.size());
         // Take the staging buffer out of the context while it is mapped (no lock is held across
         // the wait); a second read in flight meanwhile makes its own, and the larger is kept.
-        let taken = self.staging.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = lock(&self.staging).take();
         let staging = match taken {
             Some(s) if s.size() >= copy_bytes => s,
-            // Grow to the next power of two so a sequence of growing reads allocates rarely, but
-            // never past the device's largest buffer (the H200's is 4094 MiB, not a power of two).
-            // `copy_bytes` itself fits: it is at most the size of an existing buffer.
+            // Grown to the next power of two, but never past the device's largest buffer (the
+            // H200's is 4094 MiB, not a power of two). `copy_bytes` itself fits: it is at most
+            // the size of an existing buffer.
             _ => self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("staging (read-back)"),
-                size: copy_bytes.next_power_of_two().max(256).min(self.limits.max_buffer_size.max(copy_bytes)),
+                size: staging_size(copy_bytes, self.limits.max_buffer_size),
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }),
         };
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, copy_bytes);
-        self.queue.submit([encoder.finish()]);
+        self.gpu().copy("read-back", buffer, 0, &staging, 0, copy_bytes);
 
         let slice = staging.slice(..copy_bytes);
         self.map_read(slice).await?;
@@ -178,7 +178,7 @@ impl GpuContext {
             bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(&view[..bytes as usize]);
         }
         staging.unmap();
-        let mut slot = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock(&self.staging);
         if slot.as_ref().is_none_or(|s| s.size() < staging.size()) {
             *slot = Some(staging);
         }
@@ -208,11 +208,7 @@ impl GpuContext {
                 dst.size()
             )));
         }
-        if bytes.len().is_multiple_of(4) {
-            self.queue.write_buffer(dst, dst_offset, bytes);
-        } else {
-            self.queue.write_buffer(dst, dst_offset, &pad_to_4(bytes));
-        }
+        self.gpu().write_words(dst, dst_offset, bytes);
         Ok(())
     }
 

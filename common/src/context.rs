@@ -19,12 +19,14 @@
 
 use std::sync::Mutex;
 
+use crate::adapter::{is_software_name, software_warning};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::adapter::{ADAPTER_ENV, choose_adapter};
+use crate::device::{DeviceErrors, Gpu};
 use crate::error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::transfer::{Transfer, TransferConfig};
-
-/// The environment variable that selects an adapter by part of its name (case-insensitive).
-pub const ADAPTER_ENV: &str = "WGPU_ADAPTER_NAME";
+use crate::wait::{self, QueueMark};
 
 /// Everything a stage needs to run GPU work. Make one per program and pass `&GpuContext` around.
 pub struct GpuContext {
@@ -43,12 +45,9 @@ pub struct GpuContext {
     /// The staging buffers of the fast path (`transfer.rs`): `upload`, `download`.
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) transfer: Mutex<Transfer>,
-    /// The first GPU error that happened outside an error scope and nobody has seen yet (see
-    /// [`GpuContext::check_errors`]): in a browser every error, natively those of calls not
-    /// made through [`GpuContext::scoped`] (wgpu's default would panic).
-    errors: std::sync::Arc<Mutex<Option<GpuError>>>,
-    /// Why the device was lost (driver reset, GPU removed, `Device::destroy`), once it was.
-    lost: std::sync::Arc<Mutex<Option<String>>>,
+    /// What the device reported outside any call: the first GPU error no scope caught (see
+    /// [`GpuContext::check_errors`]) and why it was lost, once it was.
+    errors: DeviceErrors,
 }
 
 impl GpuContext {
@@ -155,21 +154,7 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        // Errors outside an error scope go to this handler instead of wgpu's default, which
-        // panics; the next wait or read reports them. In a browser nothing can block on an
-        // error scope (see `scoped`), so there every error comes this way.
-        let errors = std::sync::Arc::new(Mutex::new(None));
-        let slot = errors.clone();
-        device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
-            slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(GpuError::from(e));
-        }));
-        // A lost device (driver reset, GPU removed, `destroy`) is noted here; wgpu calls this
-        // when it notices (natively: in a poll).
-        let lost = std::sync::Arc::new(Mutex::new(None));
-        let slot = lost.clone();
-        device.set_device_lost_callback(move |reason, message| {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{reason:?}: {message}"));
-        });
+        let errors = DeviceErrors::watch(&device);
         Ok(Self {
             instance,
             adapter,
@@ -182,7 +167,6 @@ impl GpuContext {
             #[cfg(not(target_arch = "wasm32"))]
             transfer: Mutex::new(Transfer::new(TransferConfig::default())),
             errors,
-            lost,
         })
     }
 
@@ -246,24 +230,7 @@ impl GpuContext {
     /// be waited for here: `f` runs without a scope, the device's error handler keeps the first
     /// error, and this call (or the next wait: `wait_async`, `read_async`) reports it.
     pub fn scoped<T>(&self, f: impl FnOnce() -> T) -> Result<T, GpuError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-            let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let value = f();
-            let validation = crate::block_on(validation.pop());
-            let oom = crate::block_on(oom.pop());
-            match validation.or(oom) {
-                Some(e) => Err(e.into()),
-                // A lost device reports nothing to scopes: it ignores what it is given.
-                None => self.check_errors().map(|()| value),
-            }
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            let value = f();
-            self.check_errors().map(|()| value)
-        }
+        self.gpu().scoped(f)
     }
 
     /// A lost device, or the first GPU error since the last check that no error scope caught,
@@ -271,91 +238,62 @@ impl GpuContext {
     /// [`GpuContext::scoped`] report theirs at once, and this catches the rest. Every wait and
     /// read-back calls it.
     pub fn check_errors(&self) -> Result<(), GpuError> {
-        if let Some(why) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            return Err(GpuError::Device(format!(
-                "the GPU device was lost ({why}); its buffers are gone. A new context (a new run of \
-                 the program) makes a new device; if it keeps happening, check the GPU driver"
-            )));
-        }
-        if let Some(e) = self.errors.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(e);
-        }
-        Ok(())
+        self.errors.check()
     }
 
     /// True once wgpu has reported the device lost: nothing more can run on this context, and
     /// a program that wants to go on makes a new one.
     pub fn is_lost(&self) -> bool {
-        self.lost.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.errors.is_lost()
     }
-}
 
-/// True when an adapter's name is one of the known software renderers (for adapters that do not
-/// report their device type, such as a browser's WebGPU adapter).
-pub fn is_software_name(name: &str) -> bool {
-    let name = name.to_lowercase();
-    ["llvmpipe", "lavapipe", "swiftshader", "softpipe", "microsoft basic render"]
-        .iter()
-        .any(|s| name.contains(s))
-}
-
-/// The warning every program prints when the adapter is a CPU.
-pub fn software_warning(name: &str) -> String {
-    let bar = "!".repeat(78);
-    format!(
-        "{bar}\n!! WARNING: '{name}' is a SOFTWARE adapter: it runs \"GPU\" code on your CPU cores.\n\
-         !! Results are correct, but its timings are NOT GPU numbers. Install your GPU's\n\
-         !! driver (or pick a real GPU with {ADAPTER_ENV}) to measure a GPU.\n{bar}"
-    )
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-/// Ranks an adapter: bigger is preferred. Real GPUs first, then native APIs over GL.
-fn rank(device_type: wgpu::DeviceType, backend: wgpu::Backend) -> (u8, u8) {
-    let device = match device_type {
-        wgpu::DeviceType::DiscreteGpu => 4,
-        wgpu::DeviceType::IntegratedGpu => 3,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Cpu => 1,
-        wgpu::DeviceType::Other => 0,
-    };
-    let backend = match backend {
-        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 2,
-        wgpu::Backend::Gl => 1,
-        _ => 0,
-    };
-    (device, backend)
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-/// Picks the adapter whose name contains `wanted` (case-insensitive), or the best-ranked one.
-fn choose_adapter(adapters: Vec<wgpu::Adapter>, wanted: Option<&str>) -> Result<wgpu::Adapter, GpuError> {
-    if adapters.is_empty() {
-        return Err(GpuError::NoAdapter);
+    /// The parts of this context that the code under it works on (`device.rs`): device, queue,
+    /// limits and the errors the device kept.
+    pub(crate) fn gpu(&self) -> Gpu<'_> {
+        Gpu {
+            device: &self.device,
+            queue: &self.queue,
+            #[cfg(not(target_arch = "wasm32"))]
+            limits: &self.limits,
+            errors: &self.errors,
+        }
     }
-    if let Some(wanted) = wanted {
-        let needle = wanted.to_lowercase();
-        let names: Vec<String> = adapters
-            .iter()
-            .map(|a| {
-                let i = a.get_info();
-                format!("{} ({:?})", i.name, i.backend)
-            })
-            .collect();
-        return adapters
-            .into_iter()
-            .enumerate()
-            .filter(|(_, a)| a.get_info().name.to_lowercase().contains(&needle))
-            .max_by_key(|(i, a)| (rank(a.get_info().device_type, a.get_info().backend), std::cmp::Reverse(*i)))
-            .map(|(_, a)| a)
-            .ok_or(GpuError::AdapterNotFound { wanted: wanted.to_string(), available: names });
+
+    /// Completes when all work submitted so far has finished on the GPU (on every target).
+    /// In a browser this also reports a GPU error that happened since the last check.
+    pub async fn wait_async(&self) -> Result<(), GpuError> {
+        wait::work_done(&self.device, &self.queue).await?;
+        self.check_errors()
     }
-    adapters
-        .into_iter()
-        .enumerate()
-        .max_by_key(|(i, a)| (rank(a.get_info().device_type, a.get_info().backend), std::cmp::Reverse(*i)))
-        .map(|(_, a)| a)
-        .ok_or(GpuError::NoAdapter)
+
+    /// Blocks until all submitted GPU work has finished (native targets; in a browser use
+    /// [`GpuContext::wait_async`]), then reports a lost device or an error no scope caught.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait(&self) -> Result<(), GpuError> {
+        wait::drive(&self.device)?;
+        self.check_errors()
+    }
+
+    /// Marks the work submitted so far (`index` is the last submission) so that it can be
+    /// waited for later with [`GpuContext::wait_for_async`] while more work queues behind it.
+    pub fn mark(&self, index: wgpu::SubmissionIndex) -> QueueMark {
+        QueueMark::new(&self.queue, index)
+    }
+
+    /// Completes when the work up to `mark` has finished on the GPU, whatever was submitted
+    /// after it (on every target). A loop that submits one piece, then waits for the piece
+    /// before it, keeps the GPU busy and at most two pieces in the queue: a stop flag it checks
+    /// between pieces takes effect within two pieces' time, not a whole queue's.
+    pub async fn wait_for_async(&self, mark: QueueMark) -> Result<(), GpuError> {
+        mark.reached(&self.device).await?;
+        self.check_errors()
+    }
+
+    /// Maps `slice` of a `MAP_READ` buffer and completes when it is mapped (see `wait.rs`).
+    pub(crate) async fn map_read(&self, slice: wgpu::BufferSlice<'_>) -> Result<(), GpuError> {
+        wait::map_read(&self.device, slice).await?;
+        self.check_errors()
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -376,24 +314,6 @@ pub fn test_context() -> &'static GpuContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn discrete_beats_software_and_vulkan_beats_gl() {
-        let gpu = rank(wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Gl);
-        let cpu = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
-        assert!(gpu > cpu);
-        let vk = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
-        let gl = rank(wgpu::DeviceType::Cpu, wgpu::Backend::Gl);
-        assert!(vk > gl);
-    }
-
-    #[test]
-    fn software_renderers_are_known_by_name() {
-        assert!(is_software_name("google swiftshader"));
-        assert!(is_software_name("llvmpipe (LLVM 15.0.6, 256 bits)"));
-        assert!(!is_software_name("NVIDIA H200"));
-        assert!(!is_software_name("apple m2"));
-    }
 
     #[test]
     fn an_error_outside_a_scope_is_reported_not_a_panic() {
@@ -421,11 +341,5 @@ mod tests {
         assert!(ctx.wait().is_err());
         assert!(ctx.read::<f32>(&buffer, 4).is_err());
         assert!(ctx.scoped(|| ctx.submit_pass("after", |_| {})).is_err());
-    }
-
-    #[test]
-    fn warning_names_the_adapter_and_says_software() {
-        let w = software_warning("llvmpipe (LLVM 15.0.6, 256 bits)");
-        assert!(w.contains("llvmpipe") && w.contains("SOFTWARE"));
     }
 }

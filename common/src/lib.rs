@@ -1,13 +1,16 @@
 //! `common`: what every stage shares, so no stage repeats the wgpu boilerplate.
 //!
-//! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; adapter
-//!   choice, limits, features, and the software-adapter warning.
+//! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; limits,
+//!   features, error scopes, and the waits. Under it: adapter choice and the software-adapter
+//!   warning (`adapter.rs`, with `web.rs` in a browser), and the device's error slots and the
+//!   parts of a context that lower files work on (`device.rs`).
 //! - buffer helpers (`buffers.rs`): storage buffers from slices, poisoning, read-back through a
 //!   reused staging buffer, size checks against the device limits.
 //! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
 //!   past 65,535 workgroups.
-//! - fast transfers (`transfer.rs`, native): `Transfer` and `GpuContext::upload` / `download`,
-//!   through reused mapped staging buffers, in overlapping chunks, on several threads.
+//! - fast transfers (`transfer.rs`, native): `Transfer`, through reused mapped staging buffers,
+//!   in overlapping chunks, on several threads; its methods on a context and
+//!   `GpuContext::upload` / `download` are in `context_transfer.rs`.
 //! - waiting (`wait.rs`): read-backs and waits written once as `async fn`s, for native targets
 //!   (where `read`, `wait` block on them) and browsers (WebGPU, where nothing may block).
 //! - timing (`timing.rs`): GPU timestamps, or the wall clock where there are none.
@@ -21,14 +24,19 @@
 //!
 //! Stage 01 (`double`) shows every one of these steps written out by hand first.
 
+mod adapter;
 mod buffers;
 pub mod check;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod compiled;
 mod context;
+#[cfg(not(target_arch = "wasm32"))]
+mod context_transfer;
+mod device;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod flags;
+mod lock;
 mod pipeline;
 mod report;
 pub mod timing;
@@ -40,7 +48,8 @@ mod web;
 
 pub use buffers::STORAGE_USAGE;
 pub use check::{CheckError, CloseStats, assert_close, assert_same, check_close};
-pub use context::{ADAPTER_ENV, GpuContext, is_software_name, software_warning};
+pub use adapter::{ADAPTER_ENV, is_software_name, software_warning};
+pub use context::GpuContext;
 #[cfg(not(target_arch = "wasm32"))]
 pub use context::test_context;
 pub use error::GpuError;

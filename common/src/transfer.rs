@@ -23,6 +23,9 @@
 //! [`GpuContext::upload`], [`GpuContext::download`] and [`GpuContext::download_into`] use one
 //! `Transfer` the context keeps, with [`TransferConfig::default`]. Stage 01's chapter has the
 //! measurements behind each choice (`cargo run --release -p double --bin transfers`).
+//!
+//! This file works on a device, queue and limits (`device.rs`'s `Gpu`), not on the context
+//! that keeps a `Transfer`: the methods that take a `&GpuContext` are in `context_transfer.rs`.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -31,7 +34,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use bytemuck::Pod;
 use rayon::prelude::*;
 
-use crate::{GpuContext, GpuError};
+use crate::device::{Gpu, staging_size};
+use crate::error::GpuError;
 
 /// How a [`Transfer`] moves data. [`TransferConfig::default`] is what the H200 measurements
 /// chose; the fields are public so that the transfer sweep (and tests) can try others.
@@ -84,8 +88,8 @@ struct Staging {
 }
 
 impl Staging {
-    fn new(ctx: &GpuContext, label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool) -> Self {
-        let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+    fn new(device: &wgpu::Device, label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool) -> Self {
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
             usage,
@@ -106,7 +110,7 @@ impl Staging {
 
     /// Blocks until the mapping asked for by [`map_after`](Self::map_after) is done. Waits for the
     /// submission that used the buffer, not for everything queued after it.
-    fn wait_mapped(&mut self, ctx: &GpuContext) -> Result<(), GpuError> {
+    fn wait_mapped(&mut self, device: &wgpu::Device) -> Result<(), GpuError> {
         // The map callback runs inside `poll` once the submission has finished; the second round
         // (waiting for everything) only matters if the callback came late.
         for _ in 0..2 {
@@ -120,7 +124,7 @@ impl Staging {
                 Some(index) => wgpu::PollType::Wait { submission_index: Some(index), timeout: None },
                 None => wgpu::PollType::wait_indefinitely(),
             };
-            ctx.device.poll(poll).map_err(|e| GpuError::Device(e.to_string()))?;
+            device.poll(poll).map_err(|e| GpuError::Device(e.to_string()))?;
         }
         match self.state.load(Ordering::Acquire) {
             MAPPED => Ok(()),
@@ -134,6 +138,9 @@ impl Staging {
 /// Host <-> GPU copies through reused staging buffers. Make one and reuse it (or use the one in
 /// the context: [`GpuContext::upload`], [`GpuContext::download`]); it allocates its staging
 /// buffers on first use and keeps them.
+///
+/// [`GpuContext::upload`]: crate::GpuContext::upload
+/// [`GpuContext::download`]: crate::GpuContext::download
 pub struct Transfer {
     config: TransferConfig,
     /// `MAP_WRITE | COPY_SRC`; idle ones wait mapped, ready to be filled.
@@ -163,16 +170,10 @@ impl Transfer {
         self.config
     }
 
-    /// Queues a copy of `data` into `dst` at byte `dst_offset`; later submits see it. Returns once
-    /// `data` has been copied into staging memory (so you may reuse it), without waiting for the
-    /// GPU: call [`GpuContext::wait`] to know it has arrived.
-    ///
-    /// `dst` needs `COPY_DST`, `dst_offset` must be a multiple of 4, and `dst` must hold
-    /// `data`'s bytes rounded up to a multiple of 4 (wgpu copies whole 4-byte words; the bytes
-    /// past the data's end are written as zeros).
-    pub fn upload<T: Pod>(
+    /// [`Transfer::upload`] on the parts of a context that a transfer works on.
+    pub(crate) fn upload_on<T: Pod>(
         &mut self,
-        ctx: &GpuContext,
+        gpu: Gpu<'_>,
         dst: &wgpu::Buffer,
         dst_offset: u64,
         data: &[T],
@@ -183,13 +184,7 @@ impl Transfer {
             return Ok(());
         }
         if (bytes.len() as u64) < self.config.write_buffer_below {
-            if bytes.len().is_multiple_of(4) {
-                ctx.queue.write_buffer(dst, dst_offset, bytes);
-            } else {
-                let mut padded = bytes.to_vec();
-                padded.resize(bytes.len().next_multiple_of(4), 0);
-                ctx.queue.write_buffer(dst, dst_offset, &padded);
-            }
+            gpu.write_words(dst, dst_offset, bytes);
             return Ok(());
         }
         let chunk = self.config.chunk_bytes as usize;
@@ -198,15 +193,12 @@ impl Transfer {
             let slot = self.next_up;
             self.next_up = (slot + 1) % ring;
             let padded = piece.len().next_multiple_of(4) as u64;
-            let staging = staging_slot(ctx, &mut self.up, slot, padded, self.config.chunk_bytes, Direction::Up)?;
-            staging.wait_mapped(ctx)?;
+            let staging = staging_slot(gpu, &mut self.up, slot, padded, self.config.chunk_bytes, Direction::Up)?;
+            staging.wait_mapped(gpu.device)?;
             fill(&staging.buffer, piece, self.config.threads)?;
             staging.buffer.unmap();
             staging.state.store(UNMAPPED, Ordering::Release);
-            let mut encoder =
-                ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("upload chunk") });
-            encoder.copy_buffer_to_buffer(&staging.buffer, 0, dst, dst_offset + (i * chunk) as u64, padded);
-            let submission = ctx.queue.submit([encoder.finish()]);
+            let submission = gpu.copy("upload chunk", &staging.buffer, 0, dst, dst_offset + (i * chunk) as u64, padded);
             // Map it again as soon as the GPU has copied it, ready for the next chunk or call.
             let size = staging.buffer.size();
             staging.map_after(wgpu::MapMode::Write, size, submission);
@@ -214,15 +206,10 @@ impl Transfer {
         Ok(())
     }
 
-    /// Copies `out.len()` elements from `src` at byte `src_offset` into `out`, after all work
-    /// submitted before (a kernel writing `src` included). Chunks of the read-back overlap: the
-    /// GPU copies the next chunks while the CPU empties one.
-    ///
-    /// `src` needs `COPY_SRC` and `src_offset` must be a multiple of 4; wgpu copies whole 4-byte
-    /// words, so `src` must hold the bytes rounded up to a multiple of 4.
-    pub fn download_into<T: Pod>(
+    /// [`Transfer::download_into`] on the parts of a context that a transfer works on.
+    pub(crate) fn download_into_on<T: Pod>(
         &mut self,
-        ctx: &GpuContext,
+        gpu: Gpu<'_>,
         src: &wgpu::Buffer,
         src_offset: u64,
         out: &mut [T],
@@ -238,13 +225,13 @@ impl Transfer {
         let ring = self.config.chunks_in_flight.min(pieces);
         let piece_len = |i: usize| chunk.min(total - i * chunk);
         for i in 0..ring {
-            self.start_download(ctx, src, src_offset, i, piece_len(i), i)?;
+            self.start_download(gpu, src, src_offset, i, piece_len(i), i)?;
         }
         for (i, piece) in out.chunks_mut(chunk).enumerate() {
             let slot = i % ring;
             let padded = piece.len().next_multiple_of(4) as u64;
             let staging = &mut self.down[slot];
-            staging.wait_mapped(ctx)?;
+            staging.wait_mapped(gpu.device)?;
             {
                 let view =
                     staging.buffer.slice(..padded).get_mapped_range().map_err(|e| GpuError::Device(e.to_string()))?;
@@ -253,7 +240,7 @@ impl Transfer {
             staging.buffer.unmap();
             staging.state.store(UNMAPPED, Ordering::Release);
             if i + ring < pieces {
-                self.start_download(ctx, src, src_offset, i + ring, piece_len(i + ring), slot)?;
+                self.start_download(gpu, src, src_offset, i + ring, piece_len(i + ring), slot)?;
             }
         }
         Ok(())
@@ -262,7 +249,7 @@ impl Transfer {
     /// Copies chunk `i` (`len` bytes) of `src` into download slot `slot` and asks for it mapped.
     fn start_download(
         &mut self,
-        ctx: &GpuContext,
+        gpu: Gpu<'_>,
         src: &wgpu::Buffer,
         src_offset: u64,
         i: usize,
@@ -270,31 +257,17 @@ impl Transfer {
         slot: usize,
     ) -> Result<(), GpuError> {
         let padded = len.next_multiple_of(4) as u64;
-        let staging = staging_slot(ctx, &mut self.down, slot, padded, self.config.chunk_bytes, Direction::Down)?;
-        let mut encoder =
-            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("download chunk") });
-        encoder.copy_buffer_to_buffer(
-            src,
-            src_offset + (i as u64) * self.config.chunk_bytes,
-            &staging.buffer,
-            0,
-            padded,
-        );
-        let submission = ctx.queue.submit([encoder.finish()]);
+        let staging = staging_slot(gpu, &mut self.down, slot, padded, self.config.chunk_bytes, Direction::Down)?;
+        let offset = src_offset + (i as u64) * self.config.chunk_bytes;
+        let submission = gpu.copy("download chunk", src, offset, &staging.buffer, 0, padded);
         staging.map_after(wgpu::MapMode::Read, padded, submission);
         Ok(())
     }
 
-    /// Reads `len` elements of `src` from byte `src_offset` without copying them out: the GPU
-    /// copies them into one staging buffer, and the guard reads as `&[T]` straight from its
-    /// mapped memory. Dropping the guard unmaps it; the `Transfer` cannot be used meanwhile.
-    ///
-    /// Sees all work submitted before. Same conditions on `src` as
-    /// [`download_into`](Self::download_into). The staging buffer grows to the largest read so
-    /// far (at most the device's `max_buffer_size`) and stays.
-    pub fn download_mapped<T: Pod>(
+    /// [`Transfer::download_mapped`] on the parts of a context that a transfer works on.
+    pub(crate) fn download_mapped_on<T: Pod>(
         &mut self,
-        ctx: &GpuContext,
+        gpu: Gpu<'_>,
         src: &wgpu::Buffer,
         src_offset: u64,
         len: usize,
@@ -306,7 +279,7 @@ impl Transfer {
         }
         let padded = bytes.next_multiple_of(4) as u64;
         if self.whole.as_ref().is_none_or(|s| s.buffer.size() < padded) {
-            let max = ctx.limits.max_buffer_size;
+            let max = gpu.limits.max_buffer_size;
             if padded > max {
                 return Err(GpuError::TooLarge {
                     what: "a mapped read-back".into(),
@@ -315,17 +288,14 @@ impl Transfer {
                     limit_name: "max_buffer_size",
                 });
             }
-            let size = padded.next_power_of_two().clamp(256, max.max(padded));
+            let size = staging_size(padded, max);
             let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-            self.whole = Some(ctx.scoped(|| Staging::new(ctx, "staging (mapped read-back)", size, usage, false))?);
+            self.whole = Some(gpu.scoped(|| Staging::new(gpu.device, "staging (mapped read-back)", size, usage, false))?);
         }
         let staging = self.whole.as_mut().expect("created above");
-        let mut encoder =
-            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mapped read-back") });
-        encoder.copy_buffer_to_buffer(src, src_offset, &staging.buffer, 0, padded);
-        let submission = ctx.queue.submit([encoder.finish()]);
+        let submission = gpu.copy("mapped read-back", src, src_offset, &staging.buffer, 0, padded);
         staging.map_after(wgpu::MapMode::Read, padded, submission);
-        staging.wait_mapped(ctx)?;
+        staging.wait_mapped(gpu.device)?;
         let view = staging.buffer.slice(..padded).get_mapped_range().map_err(|e| GpuError::Device(e.to_string()))?;
         if !(view.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
             drop(view);
@@ -382,7 +352,7 @@ enum Direction {
 /// Slot `slot` of `ring`, made (or remade larger) so that it holds `bytes`: sizes grow in powers
 /// of two up to `chunk`, so small transfers do not reserve whole chunks.
 fn staging_slot<'r>(
-    ctx: &GpuContext,
+    gpu: Gpu<'_>,
     ring: &'r mut Vec<Staging>,
     slot: usize,
     bytes: u64,
@@ -391,14 +361,14 @@ fn staging_slot<'r>(
 ) -> Result<&'r mut Staging, GpuError> {
     let too_small = ring.get(slot).is_none_or(|s| s.buffer.size() < bytes);
     if too_small {
-        let size = bytes.next_power_of_two().clamp(256, chunk.max(bytes));
+        let size = staging_size(bytes, chunk);
         let (label, usage, mapped) = match direction {
             Direction::Up => ("staging (upload)", wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC, true),
             Direction::Down => {
                 ("staging (download)", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, false)
             }
         };
-        let staging = ctx.scoped(|| Staging::new(ctx, label, size, usage, mapped))?;
+        let staging = gpu.scoped(|| Staging::new(gpu.device, label, size, usage, mapped))?;
         // Slots are used in order, so a missing slot is always the next one.
         if slot < ring.len() {
             ring[slot] = staging;
@@ -474,36 +444,6 @@ fn empty(src: &[u8], out: &mut [u8], threads: usize) {
         out.copy_from_slice(src);
     } else {
         out.par_chunks_mut(part).zip(src.par_chunks(part)).for_each(|(o, s)| o.copy_from_slice(s));
-    }
-}
-
-impl GpuContext {
-    /// The fast upload, through the context's [`Transfer`]: see [`Transfer::upload`]. Takes effect
-    /// at the next submit; nothing waits for the GPU. The simple version is
-    /// `ctx.queue.write_buffer(dst, offset, bytes)`.
-    pub fn upload<T: Pod>(&self, dst: &wgpu::Buffer, dst_offset: u64, data: &[T]) -> Result<(), GpuError> {
-        self.transfer.lock().unwrap_or_else(|p| p.into_inner()).upload(self, dst, dst_offset, data)
-    }
-
-    /// The fast read-back, through the context's [`Transfer`]: `out.len()` elements from the start
-    /// of `src`, after all submitted work. The simple version is [`GpuContext::read_into`].
-    pub fn download_into<T: Pod>(&self, src: &wgpu::Buffer, out: &mut [T]) -> Result<(), GpuError> {
-        self.transfer.lock().unwrap_or_else(|p| p.into_inner()).download_into(self, src, 0, out)
-    }
-
-    /// [`GpuContext::download_into`] into a new `Vec` of `len` elements.
-    pub fn download<T: Pod>(&self, src: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
-        let mut out = vec![T::zeroed(); len];
-        self.download_into(src, &mut out)?;
-        Ok(out)
-    }
-
-    /// A storage buffer holding `data`, filled by the fast upload (the simple version is
-    /// [`GpuContext::storage_buffer`]). At least 4 bytes, a whole number of words.
-    pub fn storage_buffer_uploaded<T: Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer, GpuError> {
-        let buffer = self.storage_buffer_empty(label, std::mem::size_of_val(data) as u64)?;
-        self.upload(&buffer, 0, data)?;
-        Ok(buffer)
     }
 }
 

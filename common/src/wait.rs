@@ -10,19 +10,23 @@
 //!   waiting. `Device::poll` does nothing.
 //!
 //! So every wait is written once, as an `async fn`: register a callback that fills a
-//! [`Completion`], [`GpuContext::drive`] the device (natively: poll until idle, so the
+//! [`Completion`], [`drive`] the device (natively: poll until idle, so the
 //! callback has run by the time we look; in a browser: nothing), then `.await` the completion.
 //! In a browser the `.await` returns control to the event loop, which runs the callback and
 //! resumes us. Natively the future is already complete and [`block_on`] (pollster) returns
 //! at once: the blocking methods (`read`, `wait`, a trainer's `take_metrics`) are one line on
-//! top of their async twins, and native speed is unchanged.
+//! top of their async versions, and native speed is unchanged.
+//!
+//! Everything here works on a `wgpu::Device` and `Queue`; `GpuContext`'s waits (`context.rs`)
+//! call these and then report the errors the device kept.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use crate::{GpuContext, GpuError};
+use crate::error::GpuError;
+use crate::lock::lock;
 
 /// Runs a future to completion on the current thread (native targets only). The GPU code of
 /// this project resolves its futures by polling the device, so this returns as soon as the
@@ -50,11 +54,6 @@ pub(crate) struct Completion<T>(Arc<Mutex<Slot<T>>>);
 pub(crate) fn completion<T>() -> (Notify<T>, Completion<T>) {
     let slot = Arc::new(Mutex::new(Slot { value: None, waker: None, abandoned: false }));
     (Notify(slot.clone()), Completion(slot))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; recover the data if something ever did.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<T> Notify<T> {
@@ -104,6 +103,8 @@ impl<T> Future for Completion<T> {
 }
 
 /// A point in a queue: the work submitted up to it ([`GpuContext::mark`]).
+///
+/// [`GpuContext::mark`]: crate::GpuContext::mark
 pub struct QueueMark {
     /// Natively: the submission to poll for. In a browser the callback alone tells.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
@@ -111,70 +112,55 @@ pub struct QueueMark {
     done: Completion<()>,
 }
 
-impl GpuContext {
-    /// Makes the callbacks of submitted work run. Natively: polls the device until it is idle
-    /// (blocking). In a browser: nothing; the event loop runs them once we `.await`.
-    pub(crate) fn drive(&self) -> Result<(), GpuError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map(|_| ())
-                .map_err(|e| GpuError::Device(e.to_string()))
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            Ok(())
-        }
-    }
-
-    /// Completes when all work submitted so far has finished on the GPU (on every target).
-    /// In a browser this also reports a GPU error that happened since the last check.
-    pub async fn wait_async(&self) -> Result<(), GpuError> {
+impl QueueMark {
+    /// Marks the work submitted to `queue` so far (`index` is the last submission).
+    pub(crate) fn new(queue: &wgpu::Queue, index: wgpu::SubmissionIndex) -> Self {
         let (notify, done) = completion();
-        self.queue.on_submitted_work_done(move || notify.send(()));
-        self.drive()?;
-        done.await?;
-        self.check_errors()
+        queue.on_submitted_work_done(move || notify.send(()));
+        Self { index, done }
     }
 
-    /// Blocks until all submitted GPU work has finished (native targets; in a browser use
-    /// [`GpuContext::wait_async`]), then reports a lost device or an error no scope caught.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn wait(&self) -> Result<(), GpuError> {
-        self.drive()?;
-        self.check_errors()
-    }
-
-    /// Marks the work submitted so far (`index` is the last submission) so that it can be
-    /// waited for later with [`GpuContext::wait_for_async`] while more work queues behind it.
-    pub fn mark(&self, index: wgpu::SubmissionIndex) -> QueueMark {
-        let (notify, done) = completion();
-        self.queue.on_submitted_work_done(move || notify.send(()));
-        QueueMark { index, done }
-    }
-
-    /// Completes when the work up to `mark` has finished on the GPU, whatever was submitted
-    /// after it (on every target). A loop that submits one piece, then waits for the piece
-    /// before it, keeps the GPU busy and at most two pieces in the queue: a stop flag it checks
-    /// between pieces takes effect within two pieces' time, not a whole queue's.
-    pub async fn wait_for_async(&self, mark: QueueMark) -> Result<(), GpuError> {
+    /// Completes when the work up to this mark has finished on `device`'s GPU, whatever was
+    /// submitted after it. Natively: polls for just that submission.
+    pub(crate) async fn reached(self, device: &wgpu::Device) -> Result<(), GpuError> {
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::Wait { submission_index: Some(mark.index), timeout: None })
+        device
+            .poll(wgpu::PollType::Wait { submission_index: Some(self.index), timeout: None })
             .map_err(|e| GpuError::Device(e.to_string()))?;
-        mark.done.await?;
-        self.check_errors()
+        #[cfg(target_arch = "wasm32")]
+        let _ = device;
+        self.done.await
     }
+}
 
-    /// Maps `slice` of a `MAP_READ` buffer and completes when it is mapped.
-    pub(crate) async fn map_read(&self, slice: wgpu::BufferSlice<'_>) -> Result<(), GpuError> {
-        let (notify, mapped) = completion();
-        slice.map_async(wgpu::MapMode::Read, move |r| notify.send(r));
-        self.drive()?;
-        mapped.await?.map_err(|e| GpuError::Device(format!("mapping the staging buffer failed: {e}")))?;
-        self.check_errors()
+/// Makes the callbacks of submitted work run. Natively: polls `device` until it is idle
+/// (blocking). In a browser: nothing; the event loop runs them once we `.await`.
+pub(crate) fn drive(device: &wgpu::Device) -> Result<(), GpuError> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| GpuError::Device(e.to_string()))
     }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = device;
+        Ok(())
+    }
+}
+
+/// Completes when all work submitted to `queue` so far has finished on the GPU.
+pub(crate) async fn work_done(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), GpuError> {
+    let (notify, done) = completion();
+    queue.on_submitted_work_done(move || notify.send(()));
+    drive(device)?;
+    done.await
+}
+
+/// Maps `slice` of a `MAP_READ` buffer of `device` and completes when it is mapped.
+pub(crate) async fn map_read(device: &wgpu::Device, slice: wgpu::BufferSlice<'_>) -> Result<(), GpuError> {
+    let (notify, mapped) = completion();
+    slice.map_async(wgpu::MapMode::Read, move |r| notify.send(r));
+    drive(device)?;
+    mapped.await?.map_err(|e| GpuError::Device(format!("mapping the staging buffer failed: {e}")))
 }
 
 #[cfg(test)]

@@ -43,6 +43,6 @@ pub(crate) async fn adapter_info() -> Option<WebAdapterInfo> {
     }
     let flagged = |target: &JsValue| get(target, "isFallbackAdapter").and_then(|v| v.as_bool()).unwrap_or(false);
     let name = parts.join(" ");
-    let software = flagged(&info) || flagged(&adapter) || crate::context::is_software_name(&name);
+    let software = flagged(&info) || flagged(&adapter) || crate::adapter::is_software_name(&name);
     Some(WebAdapterInfo { name, software })
 }
