@@ -4,8 +4,8 @@
 //! A command is run as written, but in the `test` profile (what `cargo test` has already built,
 //! instead of a release build) and with `--help` appended, so a long run stops at its help:
 //! `cargo run --release -p mnist -- serve` runs `mnist serve --help`. A `cargo bench` command
-//! is compiled, not run (`--no-run`). An example that takes no flags runs for real (they are
-//! short).
+//! is compiled, not run (`--no-run`), and so is an example (`cargo build --example`): examples
+//! take no flags, so `--help` would not stop them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +24,9 @@ fn commands() -> Vec<(String, String)> {
         }
         let text = std::fs::read_to_string(&md).unwrap();
         let mut fence = false;
-        for line in text.lines() {
+        // A command continued over several lines (`\` at the end) is one command.
+        let joined = text.replace("\\\n", " ");
+        for line in joined.lines() {
             let t = line.trim();
             if t.starts_with("```") {
                 fence = !fence;
@@ -34,8 +36,10 @@ fn commands() -> Vec<(String, String)> {
                 continue;
             }
             let t = t.trim_start_matches("$ ").trim();
-            // A comment after the command (`cargo run -p double   # the table`).
-            let t = t.split(" #").next().unwrap().trim();
+            // A comment after the command (`cargo run -p double   # the table`), or a second
+            // command after it (`&&`, `;`, a pipe).
+            let t = t.split(" #").next().unwrap();
+            let t = t.split(['&', ';', '|']).next().unwrap().trim();
             if t.starts_with("cargo run") || t.starts_with("cargo bench") {
                 // Environment settings before the command are not ours to test.
                 out.push((rel.clone(), t.to_string()));
@@ -59,12 +63,13 @@ fn as_checked(cmd: &str) -> Vec<String> {
         args.push("--no-run".into());
         return args;
     }
-    let is_example = args.iter().any(|w| w == "--example");
+    if args.iter().any(|w| w == "--example") {
+        args[0] = "build".into();
+        return args;
+    }
     args.push("--".into());
     args.extend(program_args);
-    if !is_example {
-        args.push("--help".into());
-    }
+    args.push("--help".into());
     args
 }
 
@@ -95,5 +100,5 @@ fn a_command_is_checked_at_its_help() {
     assert_eq!(as_checked("cargo run --release -p mnist -- serve").join(" "), "run -p mnist --profile test --locked -- serve --help");
     assert_eq!(as_checked("cargo run -p double").join(" "), "run -p double --profile test --locked -- --help");
     assert_eq!(as_checked("cargo bench").join(" "), "bench --profile test --locked --no-run");
-    assert_eq!(as_checked("cargo run -p common --example adapters").join(" "), "run -p common --example adapters --profile test --locked --");
+    assert_eq!(as_checked("cargo run -p common --example adapters").join(" "), "build -p common --example adapters --profile test --locked");
 }
