@@ -6,6 +6,8 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod commands;
 pub mod data;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod data_args;

@@ -342,8 +342,8 @@ mod tests {
 
     #[test]
     fn a_lost_gpu_context_is_made_again_for_the_next_run() {
-        let split = Dataset { images: vec![0; 2 * PIXELS], labels: vec![0, 1] };
-        let state = AppState::new(Arc::new(Mnist { train: split.clone(), test: split, kind: DatasetKind::Mnist }), None);
+        let set = Dataset { images: vec![0; 2 * PIXELS], labels: vec![0, 1] };
+        let state = AppState::new(Arc::new(Mnist { train: set.clone(), test: set, kind: DatasetKind::Mnist }), None);
         let first = state.gpu().unwrap();
         assert!(Arc::ptr_eq(&first, &state.gpu().unwrap()), "kept between runs");
         first.device.destroy();

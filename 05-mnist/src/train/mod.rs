@@ -45,7 +45,7 @@ use gpu_layers::{LayersError, Metrics, NetworkSpec};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
-pub use config::{CPU_EVAL_ROWS, GPU_EVAL_ROWS, LossChoice, MAX_PARAMETERS, MatmulPrecision, OptimizerChoice, Schedule, TrainConfig, network};
+pub use config::{CPU_EVAL_ROWS, GPU_EVAL_ROWS, LossChoice, MatmulPrecision, OptimizerChoice, Schedule, TrainConfig, network};
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::select_device;
 pub use device::{Device, DeviceChoice, Fallback, Selected, select_device_with};

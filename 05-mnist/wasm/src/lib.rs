@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::GpuContext;
-use mnist::data::{self, CLASSES, FILE_NAMES, Mnist, PIXELS};
-use mnist::datasets::DatasetKind;
+use mnist::data::{self, CLASSES, Mnist, PIXELS};
+use mnist::datasets::{DatasetKind, FILE_NAMES};
 use mnist::idx::IdxArray;
 use mnist::metrics::EpochMetrics;
 use mnist::model_io::{self, Classifier, Model, Outputs, argmax};
