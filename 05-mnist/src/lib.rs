@@ -15,6 +15,7 @@ pub mod datasets;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod download;
 pub mod error;
+pub mod events;
 pub mod gather;
 pub mod idx;
 pub mod metrics;
