@@ -306,8 +306,8 @@ mod tests {
     fn one_failing_output_does_not_prevent_the_others() {
         let dir = tempfile::tempdir().unwrap();
         let spec = gpu_layers::NetworkSpec::new(784, &[4], 10).unwrap();
-        let model = crate::model_io::Model::new(spec.clone(), spec.init_parameters(1)).unwrap();
-        let history = vec![crate::metrics::EpochMetrics {
+        let model = Model::new(spec.clone(), spec.init_parameters(1)).unwrap();
+        let history = vec![EpochMetrics {
             epoch: 1,
             train_loss: 0.5,
             train_acc: 0.8,
