@@ -1,4 +1,4 @@
-//! MNIST in memory: where the files are, loading both splits, subsets, and turning u8 pixels
+//! MNIST in memory: where the files are, loading the training and test sets, subsets, and turning u8 pixels
 //! into the f32 inputs the network sees.
 //!
 //! Pixels stay `u8` (47 MB for the training set; as f32 it would be 188 MB, more than one
@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::datasets::DatasetKind;
+use crate::datasets::{DatasetKind, sha256_hex, FILE_NAMES, TEST_IMAGES, TEST_LABELS, TRAIN_IMAGES, TRAIN_LABELS};
 use crate::error::{MnistError, Result};
 use crate::idx::{self, IdxArray};
 
@@ -29,14 +29,7 @@ pub const SHIFT: f32 = -MEAN / STD;
 /// see `datasets.rs`).
 pub const DATA_ENV: &str = "MNIST_DIR";
 
-/// The four files, by their names without `.gz` (either form is accepted on disk).
-pub const TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
-pub const TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
-pub const TEST_IMAGES: &str = "t10k-images-idx3-ubyte";
-pub const TEST_LABELS: &str = "t10k-labels-idx1-ubyte";
-pub const FILE_NAMES: [&str; 4] = [TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS];
-
-/// One split: `images` is `[len, 28 * 28]` u8 row-major (0 = background), `labels` is `[len]`.
+/// One set (the training set or the test set): `images` is `[len, 28 * 28]` u8 row-major (0 = background), `labels` is `[len]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dataset {
     pub images: Vec<u8>,
@@ -80,7 +73,7 @@ impl Dataset {
     }
 }
 
-/// Both splits of a data set (MNIST or Fashion-MNIST: `kind` says which).
+/// The training set and the test set of a data set (MNIST or Fashion-MNIST: `kind` says which).
 #[derive(Debug, Clone)]
 pub struct Mnist {
     pub train: Dataset,
@@ -99,23 +92,23 @@ pub fn files_present(dir: &Path) -> bool {
     FILE_NAMES.iter().all(|n| file_path(dir, n).is_file())
 }
 
-/// Loads one split from an image and a label file, checking that their counts agree.
-pub fn load_split(images: &Path, labels: &Path) -> Result<Dataset> {
+/// Loads one set (training or test) from an image and a label file, checking that their counts agree.
+pub fn load_set(images: &Path, labels: &Path) -> Result<Dataset> {
     let img = idx::read_images(images)?;
     let lab = idx::read_labels(labels)?;
-    split_from_arrays(img, lab, &images.display().to_string(), &labels.display().to_string())
+    set_from_arrays(img, lab, &images.display().to_string(), &labels.display().to_string())
         .map_err(|(on_images, msg)| if on_images { MnistError::Idx { path: images.to_path_buf(), msg } } else { MnistError::Dataset(msg) })
 }
 
-/// One split from checked IDX arrays: 28x28 images, as many as there are labels. `Err((true,
+/// One set from checked IDX arrays: 28x28 images, as many as there are labels. `Err((true,
 /// msg))` is about the image file alone, `Err((false, msg))` about the pair.
-fn split_from_arrays(img: IdxArray, lab: IdxArray, images: &str, labels: &str) -> Result<Dataset, (bool, String)> {
+fn set_from_arrays(img: IdxArray, lab: IdxArray, images: &str, labels: &str) -> Result<Dataset, (bool, String)> {
     if img.dims[1] != SIDE || img.dims[2] != SIDE {
         return Err((true, format!("images are {}x{}, MNIST images are 28x28", img.dims[1], img.dims[2])));
     }
     // Zero images is a valid IDX file, but no data set: an accuracy over it is 0 / 0.
     if img.dims[0] == 0 {
-        return Err((true, "it holds 0 images; a split needs at least one".into()));
+        return Err((true, "it holds 0 images; a training or test set needs at least one".into()));
     }
     if img.dims[0] != lab.dims[0] {
         return Err((
@@ -139,7 +132,7 @@ pub fn check_file(kind: DatasetKind, name: &str, bytes: &[u8]) -> Result<IdxArra
         .expected_sha256(base)
         .ok_or_else(|| format!("{name} is not one of {}'s files {FILE_NAMES:?}", kind.title()))?;
     let raw = if bytes.starts_with(&[0x1f, 0x8b]) { idx::gunzip(bytes).map_err(|e| format!("{name}: {e}"))? } else { bytes.to_vec() };
-    let got = crate::datasets::sha256_hex(&raw);
+    let got = sha256_hex(&raw);
     if got != want {
         return Err(format!(
             "{name}: SHA-256 {got}, expected {want} for {} (a damaged or different file; fetch or pick it again)",
@@ -156,22 +149,22 @@ pub fn check_file(kind: DatasetKind, name: &str, bytes: &[u8]) -> Result<IdxArra
     Ok(arr)
 }
 
-/// Both splits of `kind` from the checked files of [`check_file`], in the order of
+/// The training and test sets of `kind` from the checked files of [`check_file`], in the order of
 /// [`FILE_NAMES`].
 pub fn from_arrays(kind: DatasetKind, [train_images, train_labels, test_images, test_labels]: [IdxArray; 4]) -> Result<Mnist> {
-    let split = |img, lab, i: &str, l: &str| split_from_arrays(img, lab, i, l).map_err(|(_, msg)| MnistError::Dataset(msg));
+    let set = |img, lab, i: &str, l: &str| set_from_arrays(img, lab, i, l).map_err(|(_, msg)| MnistError::Dataset(msg));
     Ok(Mnist {
-        train: split(train_images, train_labels, TRAIN_IMAGES, TRAIN_LABELS)?,
-        test: split(test_images, test_labels, TEST_IMAGES, TEST_LABELS)?,
+        train: set(train_images, train_labels, TRAIN_IMAGES, TRAIN_LABELS)?,
+        test: set(test_images, test_labels, TEST_IMAGES, TEST_LABELS)?,
         kind,
     })
 }
 
-/// Loads the training and test splits of `kind` from `dir` (both data sets use the same file
+/// Loads the training and test sets of `kind` from `dir` (both data sets use the same file
 /// names and format).
 pub fn load(dir: &Path, kind: DatasetKind) -> Result<Mnist> {
-    let train = load_split(&file_path(dir, TRAIN_IMAGES), &file_path(dir, TRAIN_LABELS))?;
-    let test = load_split(&file_path(dir, TEST_IMAGES), &file_path(dir, TEST_LABELS))?;
+    let train = load_set(&file_path(dir, TRAIN_IMAGES), &file_path(dir, TRAIN_LABELS))?;
+    let test = load_set(&file_path(dir, TEST_IMAGES), &file_path(dir, TEST_LABELS))?;
     Ok(Mnist { train, test, kind })
 }
 
@@ -294,12 +287,12 @@ mod tests {
     }
 
     #[test]
-    fn a_split_of_zero_images_is_refused() {
+    fn a_set_of_zero_images_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (images, labels) = (dir.path().join("images"), dir.path().join("labels"));
         std::fs::write(&images, idx::encode_idx(&[0, 28, 28], &[])).unwrap();
         std::fs::write(&labels, idx::encode_idx(&[0], &[])).unwrap();
-        let err = load_split(&images, &labels).unwrap_err().to_string();
+        let err = load_set(&images, &labels).unwrap_err().to_string();
         assert!(err.contains("0 images"), "{err}");
     }
 

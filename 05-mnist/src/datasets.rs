@@ -1,9 +1,9 @@
 //! The two data sets this stage trains on, and everything that differs between them: where the
-//! files live, where to download them, their checksums, and the names of their classes.
+//! files live and what they are called, where to download them, their checksums, and the names of their classes.
 //!
 //! - **MNIST**: 28x28 handwritten digits, classes `0` to `9`.
 //! - **Fashion-MNIST** (Zalando, 2017): 28x28 photos of clothes in the same IDX format, the same
-//!   file names and the same 60,000 / 10,000 split, with 10 classes from `T-shirt/top` to
+//!   file names and the same 60,000 training and 10,000 test images, with 10 classes from `T-shirt/top` to
 //!   `Ankle boot`. A drop-in replacement that is much harder: a linear model gets ~84%, where it
 //!   gets ~92% on digits.
 //!
@@ -12,7 +12,13 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::data::FILE_NAMES;
+/// The four files, by their names without `.gz` (either form is accepted on disk); both data
+/// sets use the same names.
+pub const TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
+pub const TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
+pub const TEST_IMAGES: &str = "t10k-images-idx3-ubyte";
+pub const TEST_LABELS: &str = "t10k-labels-idx1-ubyte";
+pub const FILE_NAMES: [&str; 4] = [TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS];
 
 /// Lower-case hex SHA-256 of `bytes` (to compare with [`DatasetKind::expected_sha256`]).
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -13,9 +13,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::data::FILE_NAMES;
 pub use crate::datasets::sha256_hex;
-use crate::datasets::DatasetKind;
+use crate::datasets::{DatasetKind, FILE_NAMES};
 use crate::error::{MnistError, Result};
 use crate::idx::gunzip;
 

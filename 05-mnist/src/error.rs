@@ -10,7 +10,7 @@ pub enum MnistError {
     Io { path: PathBuf, source: std::io::Error },
     /// An IDX file whose bytes do not make sense (bad magic, wrong size, bad label...).
     Idx { path: PathBuf, msg: String },
-    /// Images and labels of one split disagree, or a split is not what MNIST should be.
+    /// Images and labels of one set (training or test) disagree, or a set is not what MNIST should be.
     Dataset(String),
     /// Every mirror failed for a file; `attempts` says why for each one.
     Download { file: String, attempts: Vec<String>, kind: crate::datasets::DatasetKind },

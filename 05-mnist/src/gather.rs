@@ -94,7 +94,7 @@ fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry { binding, resource: buffer.as_entire_binding() }
 }
 
-/// One split of MNIST on the GPU, cut into batches of `batch` rows, bound to a trainer's
+/// One set of MNIST (training or test) on the GPU, cut into batches of `batch` rows, bound to a trainer's
 /// `x: [max_batch, 784]` f32 and `y: [max_batch]` u32 buffers.
 pub struct DeviceBatches {
     /// `[len, 196]` u32: the pixels, 4 to a word.
@@ -177,13 +177,13 @@ impl DeviceBatches {
         Ok(Self { images, labels, order, slots, stride: kernel.stride, bind_group, len, batch, groups })
     }
 
-    /// The split as stage 04's gathering forward reads it: a step that gathers batch `s` itself
+    /// The set as stage 04's gathering forward reads it: a step that gathers batch `s` itself
     /// (`GpuTrainer::record_gathered_step(.., s, ..)`) needs no [`DeviceBatches::record`].
     pub fn source(&self) -> gpu_layers::ByteImages<'_> {
         gpu_layers::ByteImages { images: &self.images, labels: &self.labels, order: &self.order, slots: &self.slots, stride: self.stride }
     }
 
-    /// Images in the split.
+    /// Images in the set.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -192,7 +192,7 @@ impl DeviceBatches {
         self.len == 0
     }
 
-    /// Batches per pass over the split (the last one may be short).
+    /// Batches per pass over the set (the last one may be short).
     pub fn steps(&self) -> usize {
         self.len.div_ceil(self.batch)
     }

@@ -6,6 +6,8 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod commands;
 pub mod data;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod data_args;
@@ -13,6 +15,7 @@ pub mod datasets;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod download;
 pub mod error;
+pub mod events;
 pub mod gather;
 pub mod idx;
 pub mod metrics;

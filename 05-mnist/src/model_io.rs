@@ -103,9 +103,13 @@ pub fn model_bytes(model: &Model) -> Result<Vec<u8>, String> {
 /// The largest safetensors header accepted. Ours is about 600 bytes; other tools' metadata
 /// can be longer, but a megabyte of JSON is not a model header.
 pub const MAX_HEADER_BYTES: u64 = 1 << 20;
+/// The most parameters a network may have, trained or loaded: 2^28 floats is 1 GiB per copy,
+/// and training keeps several (weights, gradients, Adam's two moments). `--hidden 99999999999`
+/// is refused by `TrainConfig::validate` instead of aborting on a failed allocation.
+pub const MAX_PARAMETERS: usize = 1 << 28;
 /// The largest tensor data accepted: the largest network `mnist train` makes
-/// ([`crate::train::MAX_PARAMETERS`] f32 values, 1 GiB).
-pub const MAX_DATA_BYTES: u64 = 4 * crate::train::MAX_PARAMETERS as u64;
+/// ([`MAX_PARAMETERS`] f32 values, 1 GiB).
+pub const MAX_DATA_BYTES: u64 = 4 * MAX_PARAMETERS as u64;
 
 /// Reads and checks a model written by [`save_model`]. The file is streamed (see
 /// [`read_model_bytes`]): a wrong file, even an endless one like `/dev/zero`, fails at once.

@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use gpu_layers::NetworkSpec;
-use mnist::data::{CLASSES, PIXELS, TEST_IMAGES, TEST_LABELS, TRAIN_IMAGES, TRAIN_LABELS, file_path};
+use mnist::data::{CLASSES, PIXELS, file_path};
+use mnist::datasets::{TEST_IMAGES, TEST_LABELS, TRAIN_IMAGES, TRAIN_LABELS};
 use mnist::idx::encode_idx;
 use mnist::model_io::{Model, save_model};
 

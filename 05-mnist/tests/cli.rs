@@ -87,7 +87,7 @@ fn missing_or_broken_data_is_a_clear_error() {
     // A truncated label file.
     let broken = tmp.path().join("broken");
     std::fs::create_dir(&broken).unwrap();
-    for name in mnist::data::FILE_NAMES {
+    for name in mnist::datasets::FILE_NAMES {
         let src = mnist::data::file_path(&support::mnist_dir(), name);
         std::fs::copy(&src, broken.join(src.file_name().unwrap())).unwrap();
     }

@@ -2,8 +2,8 @@
 
 mod support;
 
-use mnist::data::{self, PIXELS, TEST_IMAGES, TEST_LABELS, TRAIN_LABELS};
-use mnist::datasets::DatasetKind;
+use mnist::data::{self, PIXELS};
+use mnist::datasets::{self, DatasetKind, TEST_IMAGES, TEST_LABELS, TRAIN_LABELS};
 use mnist::idx;
 
 #[test]
@@ -28,7 +28,7 @@ fn real_files_have_the_documented_sanity_figures() {
 fn fashion_mnist_loads_with_its_checksums_and_classes() {
     let dir = support::fashion_dir();
     let kind = DatasetKind::Fashion;
-    for name in data::FILE_NAMES {
+    for name in datasets::FILE_NAMES {
         let bytes = idx::read_maybe_gzip(&data::file_path(&dir, name)).unwrap();
         assert_eq!(mnist::download::sha256_hex(&bytes), kind.expected_sha256(name).unwrap(), "{name}");
     }
@@ -44,7 +44,7 @@ fn fashion_mnist_loads_with_its_checksums_and_classes() {
 #[test]
 fn decompressed_files_match_the_known_checksums() {
     let dir = support::mnist_dir();
-    for name in data::FILE_NAMES {
+    for name in datasets::FILE_NAMES {
         let bytes = idx::read_maybe_gzip(&data::file_path(&dir, name)).unwrap();
         assert_eq!(mnist::download::sha256_hex(&bytes), mnist::download::expected_sha256(name).unwrap(), "{name}");
     }
@@ -63,18 +63,18 @@ fn mismatched_counts_truncated_and_swapped_files_are_clear_errors() {
 
     // 10,000 test images with 60,000 training labels.
     std::fs::write(&labels, &train_labels).unwrap();
-    let err = data::load_split(&images, &labels).unwrap_err().to_string();
+    let err = data::load_set(&images, &labels).unwrap_err().to_string();
     assert!(err.contains("10000 images") && err.contains("60000 labels"), "{err}");
 
     // A truncated image file (an interrupted copy).
     std::fs::write(&labels, &test_labels).unwrap();
     std::fs::write(&images, &test_images[..test_images.len() - 1000]).unwrap();
-    let err = data::load_split(&images, &labels).unwrap_err().to_string();
+    let err = data::load_set(&images, &labels).unwrap_err().to_string();
     assert!(err.contains("truncated") && err.contains("images"), "{err}");
 
     // Labels where images belong.
     std::fs::write(&images, &test_labels).unwrap();
-    let err = data::load_split(&images, &labels).unwrap_err().to_string();
+    let err = data::load_set(&images, &labels).unwrap_err().to_string();
     assert!(err.contains("bad magic number 0x00000801"), "{err}");
 
     // Random bytes in a .gz file.
@@ -82,10 +82,10 @@ fn mismatched_counts_truncated_and_swapped_files_are_clear_errors() {
     let mut junk = vec![0x1f, 0x8b];
     junk.extend((0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
     std::fs::write(&gz, &junk).unwrap();
-    let err = data::load_split(&gz, &labels).unwrap_err().to_string();
+    let err = data::load_set(&gz, &labels).unwrap_err().to_string();
     assert!(err.contains("gzip"), "{err}");
 
     // Good files load.
     std::fs::write(&images, &test_images).unwrap();
-    assert_eq!(data::load_split(&images, &labels).unwrap().len(), 10_000);
+    assert_eq!(data::load_set(&images, &labels).unwrap().len(), 10_000);
 }

@@ -7,8 +7,8 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
-use mnist::data::{self, FILE_NAMES};
-use mnist::datasets::DatasetKind;
+use mnist::data;
+use mnist::datasets::{DatasetKind, FILE_NAMES};
 use mnist::download::download_missing;
 
 /// A tiny_http server on a free port of 127.0.0.1, stopped when dropped. Routes:

@@ -12,7 +12,8 @@ use axum::http::StatusCode;
 use gpu_layers::{Loss, NetworkSpec};
 use mnist::data::{CLASSES, Mnist, PIXELS};
 use mnist::model_io::{Model, Outputs, argmax, save_model};
-use mnist::serve::{AppState, PredictResponse, ServeModel, router};
+use mnist::events::PredictResponse;
+use mnist::serve::{AppState, ServeModel, router};
 use mnist::train::{Device, TrainConfig, train};
 use serve_support::{data, drawn_test_digit, get, post};
 

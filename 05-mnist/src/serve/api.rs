@@ -1,15 +1,14 @@
-//! What the page sends and what it gets back: the JSON bodies of the API, and the checks that
-//! turn a request into something safe to run.
+//! What the page sends: the JSON bodies of the API's requests, and the checks that turn a
+//! request into something safe to run (what it gets back is in `crate::events`).
 //!
 //! Validation happens in two steps. serde rejects the wrong *shape* (unknown fields, a string
 //! where a number belongs, a pixel of 300: `u8` cannot hold it), and `validate` rejects values
 //! in range for their type but not for training (a learning rate of 0, 500 epochs). Both end up
 //! as a 4xx answer with a sentence that names the field (see `error.rs`).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::error::ApiError;
-use crate::model_io::Outputs;
 
 /// Limits on a drawing sent to `/api/predict`.
 pub const MIN_SIDE: usize = 8;
@@ -48,36 +47,6 @@ impl PredictRequest {
         }
         Ok(())
     }
-}
-
-/// The answer of `POST /api/predict`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PredictResponse {
-    /// The ten outputs, flattened into the answer with the loss that says what they are:
-    /// `"loss": "cross-entropy"` and `"probabilities"` (`P(digit = d)`, summing to 1), or
-    /// `"loss": "mse"` and the raw `"outputs"` (scores, not probabilities).
-    #[serde(flatten)]
-    pub outputs: Outputs,
-    /// The class with the largest output.
-    pub digit: usize,
-    /// The 28x28 grey image the network saw after preprocessing (0 = background).
-    pub input: Vec<u8>,
-}
-
-/// The answer of `GET /api/samples`: the test digits of the grid, and the current model's
-/// predictions for them (`null` without a model).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SamplesResponse {
-    /// Which test images these are.
-    pub indices: Vec<usize>,
-    /// `[n, 784]` grey bytes, row-major.
-    pub pixels: Vec<u8>,
-    pub labels: Vec<u8>,
-    pub predicted: Option<Vec<u8>>,
-    /// The data set they come from, and its class names by label (`labels` and `predicted`
-    /// index them).
-    pub dataset: crate::datasets::DatasetKind,
-    pub class_names: Vec<String>,
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 //!   MNIST-like 28x28 image (`crate::preprocess`, as `mnist predict` does) and ten outputs
 //!   (probabilities, or an MSE model's scores);
 //! - `api.rs` / `error.rs`: request validation, and `{"error": ...}` answers with 4xx codes;
+//!   what the page gets back (the events and the answers) is `crate::events`, which the
+//!   browser trainer sends too;
 //! - `assets.rs`: the page (`web/`), compiled into the binary;
 //! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`
 //!   builds) and the data sets' files (`data/` for MNIST, `data/fashion/`), so that the page can also train in
@@ -28,7 +30,6 @@ mod api;
 mod assets;
 mod connections;
 mod error;
-mod events;
 mod guard;
 mod model;
 mod routes;
@@ -41,9 +42,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use crate::train::TrainRequest;
-pub use api::{PredictRequest, PredictResponse, SamplesResponse};
+pub use api::PredictRequest;
 pub use error::ApiError;
-pub use events::{AdapterInfo, EpochEvent, ModelInfo, Snapshot};
 pub use model::ServeModel;
 pub use guard::{AllowedHosts, CSP, Limits};
 pub use routes::{router, router_with};

@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::api::{PredictRequest, PredictResponse};
+use super::api::PredictRequest;
 use super::error::ApiError;
-use super::events::ModelInfo;
 use crate::data::CLASSES;
 use crate::error::Result;
-use crate::model_io::{Classifier, Model, Outputs, argmax, load_model};
+use crate::events::{ModelInfo, PredictResponse};
+use crate::model_io::{Classifier, Model, argmax, load_model};
 use crate::preprocess::to_mnist;
 
 pub struct ServeModel {
@@ -40,14 +40,7 @@ impl ServeModel {
     }
 
     pub fn info(&self) -> ModelInfo {
-        ModelInfo {
-            description: format!("{}, {}", self.model.spec.describe(), self.origin),
-            hidden: self.model.spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
-            layers: self.model.spec.layers_string(),
-            loss: self.model.spec.loss().into(),
-            dataset: self.model.dataset,
-            class_names: super::state::class_names(self.model.dataset),
-        }
+        ModelInfo::new(&self.model, &self.origin)
     }
 
     /// Outputs `[n, 10]` (row-major) for `pixels: [n, 784]` grey bytes, 0 = background:
@@ -62,11 +55,10 @@ impl ServeModel {
     }
 
     /// A drawing of any size: preprocessed like MNIST (`preprocess::to_mnist`), then classified;
-    /// the outputs are named after the model's loss ([`Outputs`]).
+    /// the outputs are named after the model's loss (`model_io::Outputs`).
     pub fn predict_drawing(&self, req: &PredictRequest) -> Result<PredictResponse, ApiError> {
         let input = to_mnist(&req.pixels, req.width, req.height).map_err(ApiError::invalid)?;
         let values = self.probabilities(&input).map_err(|e| ApiError::internal(e.to_string()))?;
-        let digit = argmax(&values) as usize;
-        Ok(PredictResponse { outputs: Outputs::new(self.model.spec.loss(), values), digit, input })
+        Ok(PredictResponse::new(self.model.spec.loss(), values, input))
     }
 }

@@ -4,7 +4,7 @@
 //! | method | path           | answer                                                   |
 //! |--------|----------------|----------------------------------------------------------|
 //! | GET    | `/`            | the page (`/app.js`, `/style.css` beside it)             |
-//! | GET    | `/api/status`  | the [`Snapshot`]: run, config, history, model, adapter   |
+//! | GET    | `/api/status`  | the `Snapshot` (`crate::events`): run, config, history, model, adapter   |
 //! | GET    | `/api/events`  | server-sent events: `snapshot` first, then live events   |
 //! | GET    | `/api/samples` | the grid's test digits and the model's predictions       |
 //! | POST   | `/api/train`   | starts a run: 202 `{"run": n}`; 409 if one is running, or  |
@@ -36,14 +36,14 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::api::{PredictRequest, PredictResponse, SamplesResponse, StopRequest};
+use super::api::{PredictRequest, StopRequest};
 use crate::train::TrainRequest;
 use super::assets;
 use super::error::ApiError;
-use super::events::{Published, Snapshot};
 use super::run;
 use super::guard::{AllowedHosts, Cap, Guard, Limits, guard, limit};
-use super::state::AppState;
+use super::state::{AppState, Published};
+use crate::events::{PredictResponse, SamplesResponse, Snapshot};
 
 /// The largest request body accepted: a 1024x1024 drawing as JSON numbers ("255," is 4 bytes).
 pub const BODY_LIMIT: usize = 5 << 20;

@@ -20,14 +20,13 @@ use std::sync::atomic::AtomicBool;
 
 use common::{GpuContext, software_warning};
 
-use crate::train::TrainRequest;
 use super::error::ApiError;
-use super::events::{AdapterInfo, DoneEvent, EpochEvent, ErrorEvent, ProgressEvent, Published, StartEvent};
 use super::model::ServeModel;
-use super::state::AppState;
+use super::state::{AppState, Published};
 use crate::data::Mnist;
+use crate::events::{AdapterInfo, DoneEvent, EpochEvent, ErrorEvent, ProgressEvent, RunId, StartEvent};
 use crate::metrics::EpochMetrics;
-use crate::train::{Device, DeviceChoice, Event, Fallback, select_device_with, train};
+use crate::train::{Device, DeviceChoice, Event, Fallback, TrainRequest, select_device_with, train};
 
 /// How a run ended when it did not fail.
 struct Outcome {
@@ -39,7 +38,7 @@ struct Outcome {
 /// Starts a run on `all` (the request's data set, loaded: [`AppState::dataset`]) on its own
 /// thread, or refuses: a bad request (422), a run already in flight (409), a server shutting
 /// down (503).
-pub(crate) fn start(state: &AppState, req: TrainRequest, all: Arc<Mnist>) -> Result<u64, ApiError> {
+pub(crate) fn start(state: &AppState, req: TrainRequest, all: Arc<Mnist>) -> Result<RunId, ApiError> {
     req.validate(all.train.len(), all.test.len()).map_err(ApiError::invalid)?;
     // The training loop's own checks too, so nothing it would refuse gets a 202.
     req.config().validate().map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -82,7 +81,7 @@ pub(crate) fn start(state: &AppState, req: TrainRequest, all: Arc<Mnist>) -> Res
 }
 
 /// The body of a run's thread: trains, then frees the run's slot and says how it ended.
-fn run_thread(state: AppState, run: u64, req: TrainRequest, data: Arc<Mnist>, stop: Arc<AtomicBool>) {
+fn run_thread(state: AppState, run: RunId, req: TrainRequest, data: Arc<Mnist>, stop: Arc<AtomicBool>) {
     let result = catch_unwind(AssertUnwindSafe(|| train_run(&state, run, &req, &data, &stop)));
     let result = result.unwrap_or_else(|panic| {
         let what = panic
@@ -98,15 +97,8 @@ fn run_thread(state: AppState, run: u64, req: TrainRequest, data: Arc<Mnist>, st
         live.stop = None;
         match result {
             Ok(o) => {
-                let acc = o.last_test_acc.map(|a| format!(" Test accuracy {:.2}%.", 100.0 * a)).unwrap_or_default();
-                let message = if o.stopped {
-                    format!("Stopped after {} of {} epochs.{acc}", o.epochs_done, req.epochs)
-                } else {
-                    let s = if o.epochs_done == 1 { "" } else { "s" };
-                    format!("Finished {} epoch{s}.{acc}", o.epochs_done)
-                };
-                live.last_outcome = Some(message.clone());
-                let done = DoneEvent { run, stopped: o.stopped, epochs_done: o.epochs_done, message };
+                let done = DoneEvent::new(run, o.stopped, o.epochs_done, req.epochs, o.last_test_acc);
+                live.last_outcome = Some(done.message.clone());
                 vec![Published::new("done", &done)]
             }
             Err(message) => {
@@ -156,21 +148,12 @@ fn gpu_info(ctx: &GpuContext) -> AdapterInfo {
 }
 
 /// Trains `req` on `data` (the request's subsets of its data set: the loop uses all of it).
-fn train_run(state: &AppState, run: u64, req: &TrainRequest, data: &Mnist, stop: &AtomicBool) -> Result<Outcome, String> {
+fn train_run(state: &AppState, run: RunId, req: &TrainRequest, data: &Mnist, stop: &AtomicBool) -> Result<Outcome, String> {
     let cfg = req.config();
-    let batch = cfg.batch_size.min(data.train.len());
     let (device, adapter) = choose_device(state, req.device)?;
     state.update(|live| {
         live.adapter = Some(adapter.clone());
-        let start = StartEvent {
-            run,
-            config: req.clone(),
-            adapter,
-            train_images: data.train.len(),
-            test_images: data.test.len(),
-            batches_per_epoch: data.train.len().div_ceil(batch),
-        };
-        vec![Published::new("start", &start)]
+        vec![Published::new("start", &StartEvent::new(run, req.clone(), adapter, data))]
     });
 
     let mut last_epoch: Option<EpochMetrics> = None;
@@ -178,20 +161,8 @@ fn train_run(state: &AppState, run: u64, req: &TrainRequest, data: &Mnist, stop:
     let mut on_event = |event: Event<'_>| match event {
         Event::EpochStart { lr, .. } => epoch_lr = lr,
         Event::Progress(p) => {
-            // The loop reports at most every `train::PROGRESS_EVERY`, and the end of each epoch.
-            // The GPU's loss is NaN until its first read-back: nothing to show yet.
-            if !p.loss.is_finite() {
-                return;
-            }
-            let progress = ProgressEvent {
-                run,
-                epoch: p.epoch,
-                batch: p.batch,
-                batches: p.batches,
-                lr: epoch_lr,
-                loss: p.loss,
-                images_per_sec: p.images_per_sec,
-            };
+            // The loop reports at most every `events::PROGRESS_EVERY`, and the end of each epoch.
+            let Some(progress) = ProgressEvent::new(run, &p, epoch_lr) else { return };
             state.update(|live| {
                 live.progress = Some(progress.clone());
                 vec![Published::new("progress", &progress)]

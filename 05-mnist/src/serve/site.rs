@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::error::ApiError;
-use crate::data::FILE_NAMES;
+use crate::datasets::FILE_NAMES;
 
 /// The trainer's files in `pkg/`, as `build.sh` names them.
 const PKG_FILES: [(&str, &str); 2] =

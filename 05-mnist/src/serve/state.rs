@@ -1,5 +1,5 @@
 //! The server's shared state: the data sets, the current model, the run in flight, and the
-//! channel that carries events to every connected page.
+//! channel that carries events (each serialized once, a [`Published`]) to every connected page.
 //!
 //! One mutex guards everything that changes ([`Live`]). Events are sent *while holding it*, and
 //! a new page subscribes and takes its snapshot under the same lock, so a page never misses an
@@ -17,16 +17,15 @@ use std::thread::JoinHandle;
 use common::GpuContext;
 use tokio::sync::{broadcast, watch};
 
-use super::api::SamplesResponse;
-use crate::train::TrainRequest;
+use serde::Serialize;
+
 use super::error::ApiError;
-use super::events::{AdapterInfo, EpochEvent, ProgressEvent, Published, SamplesEvent, Snapshot};
 use super::model::ServeModel;
 use crate::data::{Mnist, PIXELS};
 use crate::datasets::DatasetKind;
+use crate::events::{AdapterInfo, EpochEvent, ProgressEvent, RunId, SAMPLE_COUNT, SamplesEvent, SamplesResponse, Snapshot, class_names};
+use crate::train::TrainRequest;
 
-/// How many test digits the page's grid shows.
-pub const SAMPLE_COUNT: usize = 24;
 /// Events buffered per page; a page that falls further behind gets a fresh snapshot.
 const CHANNEL_CAPACITY: usize = 256;
 
@@ -57,7 +56,7 @@ pub(crate) struct Live {
     /// asks for another).
     pub dataset: DatasetKind,
     pub training: bool,
-    pub run: Option<u64>,
+    pub run: Option<RunId>,
     pub config: Option<TrainRequest>,
     pub stop: Option<Arc<AtomicBool>>,
     pub thread: Option<JoinHandle<()>>,
@@ -256,16 +255,7 @@ impl AppState {
     /// The grid: the first test images of the current data set, their labels and class names,
     /// and the current model's predictions.
     pub fn samples(&self) -> SamplesResponse {
-        let data = self.data();
-        let n = SAMPLE_COUNT.min(data.test.len());
-        SamplesResponse {
-            indices: (0..n).collect(),
-            pixels: data.test.images[..n * PIXELS].to_vec(),
-            labels: data.test.labels[..n].to_vec(),
-            predicted: self.lock().samples_predicted.clone(),
-            dataset: data.kind,
-            class_names: class_names(data.kind),
-        }
+        SamplesResponse::first(&self.data(), SAMPLE_COUNT, self.lock().samples_predicted.clone())
     }
 
     /// Whether the server is shutting down (new runs are refused then).
@@ -274,12 +264,12 @@ impl AppState {
     }
 
     /// A new run's number: 1, 2, 3, ...
-    pub(crate) fn next_run_id(&self) -> u64 {
+    pub(crate) fn next_run_id(&self) -> RunId {
         self.inner.next_run.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Asks the run in flight to stop after its current batch; 409 when there is none.
-    pub fn stop_run(&self) -> Result<u64, ApiError> {
+    pub fn stop_run(&self) -> Result<RunId, ApiError> {
         let live = self.lock();
         match (&live.stop, live.training) {
             (Some(stop), true) => {
@@ -330,9 +320,20 @@ impl AppState {
     }
 }
 
-/// The class names of `kind`, by label, as the page shows them.
-pub(crate) fn class_names(kind: DatasetKind) -> Vec<String> {
-    kind.class_names().iter().map(|n| n.to_string()).collect()
+/// One event, serialized once and shared by every connected page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub name: &'static str,
+    pub json: String,
+}
+
+impl Published {
+    pub fn new(name: &'static str, payload: &impl Serialize) -> Self {
+        // Serializing these plain structs cannot fail (no maps with non-string keys, no
+        // custom serializers); an empty object keeps the stream well-formed regardless.
+        let json = serde_json::to_string(payload).unwrap_or_else(|_| "{}".to_string());
+        Self { name, json }
+    }
 }
 
 #[cfg(test)]
@@ -342,8 +343,8 @@ mod tests {
 
     #[test]
     fn a_lost_gpu_context_is_made_again_for_the_next_run() {
-        let split = Dataset { images: vec![0; 2 * PIXELS], labels: vec![0, 1] };
-        let state = AppState::new(Arc::new(Mnist { train: split.clone(), test: split, kind: DatasetKind::Mnist }), None);
+        let set = Dataset { images: vec![0; 2 * PIXELS], labels: vec![0, 1] };
+        let state = AppState::new(Arc::new(Mnist { train: set.clone(), test: set, kind: DatasetKind::Mnist }), None);
         let first = state.gpu().unwrap();
         assert!(Arc::ptr_eq(&first, &state.gpu().unwrap()), "kept between runs");
         first.device.destroy();

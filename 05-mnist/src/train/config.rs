@@ -8,11 +8,7 @@ use gpu_layers::{Layer, Loss, NetworkSpec, Optimizer};
 
 use crate::data::{CLASSES, PIXELS};
 use crate::error::{MnistError, Result};
-
-/// The most parameters a network may have: 2^28 floats is 1 GiB per copy, and training keeps
-/// several (weights, gradients, Adam's two moments). `--hidden 99999999999` is refused here
-/// instead of aborting on a failed allocation.
-pub const MAX_PARAMETERS: usize = 1 << 28;
+use crate::model_io::MAX_PARAMETERS;
 
 /// Which optimizer trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]

@@ -1,4 +1,4 @@
-//! The GPU loop: both splits resident on the device, `steps_per_submit` steps per submission,
+//! The GPU loop: the training and test sets resident on the device, `steps_per_submit` steps per submission,
 //! the loss summed on the device and read back when the epoch ends or every `PROGRESS_EVERY`;
 //! the stop flag checked after every submission.
 //!
@@ -26,7 +26,9 @@ use web_time::Instant;
 use common::{GpuContext, QueueMark};
 use gpu_layers::{Fusion, FusedTiles, Gathered, GatheredEval, GpuTrainer, Kernels, Network, NetworkSpec};
 
-use super::{Event, GPU_EVAL_ROWS, PROGRESS_EVERY, Progress, Sums, TrainConfig, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::shared::{Event, Progress, Sums, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::{GPU_EVAL_ROWS, TrainConfig};
+use crate::events::PROGRESS_EVERY;
 use crate::data::{Mnist, PIXELS};
 use crate::error::{MnistError, Result};
 use crate::gather::{DeviceBatches, GatherKernel};
@@ -37,8 +39,8 @@ use crate::model_io::Model;
 /// first piece of 100 steps kept it idle for ~0.6 ms.
 const FIRST_PIECE: usize = 8;
 
-/// A trainer on the GPU with the training split resident and bound to its input buffers, and
-/// an evaluator (the same network in batches of [`eval_batch`] rows) with the test split.
+/// A trainer on the GPU with the training set resident and bound to its input buffers, and
+/// an evaluator (the same network in batches of [`eval_batch`] rows) with the test set.
 pub(super) struct GpuRun<'a> {
     ctx: &'a GpuContext,
     pub(super) trainer: GpuTrainer,
@@ -48,8 +50,8 @@ pub(super) struct GpuRun<'a> {
     kernel: GatherKernel,
     pub(super) train: DeviceBatches,
     test: DeviceBatches,
-    /// The trainer's gathering tapes for the training split and the evaluator's for the test
-    /// split, when the first op can gather.
+    /// The trainer's gathering tapes for the training set and the evaluator's for the test
+    /// set, when the first op can gather.
     gathered: Option<Gathered>,
     eval_gathered: Option<GatheredEval>,
     batch: usize,
@@ -57,9 +59,9 @@ pub(super) struct GpuRun<'a> {
 }
 
 impl<'a> GpuRun<'a> {
-    /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with the training split
+    /// A GPU trainer for `cfg` (batches of up to `cfg.batch_size` rows) with the training set
     /// of `data` uploaded as bytes and bound to its input buffers, and an evaluator for the test
-    /// split (batches of [`eval_batch`] rows).
+    /// set (batches of [`eval_batch`] rows).
     pub(super) fn new(ctx: &'a GpuContext, spec: &NetworkSpec, data: &Mnist, cfg: &TrainConfig) -> Result<Self> {
         let batch = cfg.batch_size.min(data.train.len());
         let eval_batch = eval_batch(spec, cfg, data, batch, &ctx.limits)?;
@@ -77,7 +79,7 @@ impl<'a> GpuRun<'a> {
         Ok(Self { ctx, trainer, evaluator, kernel, train, test, gathered, eval_gathered, batch, eval_batch })
     }
 
-    /// Waits until the uploads queued by [`GpuRun::new`] (both splits, the parameters) have
+    /// Waits until the uploads queued by [`GpuRun::new`] (both sets, the parameters) have
     /// reached the GPU, so that the first epoch's clock starts with the data in place: queued
     /// writes are carried out with the next submission, which is otherwise the epoch's first.
     pub(super) async fn uploaded(&self) -> Result<()> {
@@ -95,12 +97,12 @@ impl<'a> GpuRun<'a> {
         }
     }
 
-    /// The trainer's training split, or the evaluator's test split, and their batch size.
+    /// The trainer's training set, or the evaluator's test set, and their batch size.
     fn side(&self, training: bool) -> (&GpuTrainer, &DeviceBatches, usize) {
         if training { (&self.trainer, &self.train, self.batch) } else { (&self.evaluator, &self.test, self.eval_batch) }
     }
 
-    /// Records steps `steps` of the training split (`training`) or the test split (all of them
+    /// Records steps `steps` of the training set (`training`) or the test set (all of them
     /// full batches, or a single short one after `set_batch`) into one compute pass and submits
     /// it, inside the context's error scope (a rejected submission, or one to a lost device, is
     /// an `Err`, not a panic). Does not wait for the GPU.
@@ -109,7 +111,7 @@ impl<'a> GpuRun<'a> {
         let (trainer, batches, _) = self.side(training);
         let index = self.ctx.scoped(|| {
             self.ctx.submit_pass(label, |pass| match (self.gathered, self.eval_gathered, training) {
-                // All steps at once: in the split form each step hands the next its partial sums.
+                // All steps at once: in the split step each step hands the next its partial sums.
                 (Some(g), _, true) => trainer.record_gathered_steps(g, steps, pass),
                 (_, Some(e), false) => steps.for_each(|s| trainer.record_gathered_eval(e, s, pass)),
                 _ => {
@@ -127,7 +129,7 @@ impl<'a> GpuRun<'a> {
         Ok(index)
     }
 
-    /// Runs every step of the training split (`training`) or the test split: full batches in
+    /// Runs every step of the training set (`training`) or the test set: full batches in
     /// submissions of `per_submit` steps (the first ones shorter: [`FIRST_PIECE`] steps, then
     /// twice as many each time up to `per_submit`, so the GPU starts while the CPU records the
     /// rest), then the short last batch (if any) in its own submission. `after_submit(steps_done)`
@@ -262,16 +264,16 @@ pub fn eval_batch(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: us
 /// Every buffer a GPU run of `spec` at batches of `batch` rows allocates, as (what, bytes): the
 /// trainer's tensors (stage 04's `Network`: parameters, optimizer state, activations and their
 /// gradients), the evaluator's (the same at `eval_batch` rows, named `evaluator's ...`) and,
-/// per split, the images (u8), labels (u8) and row order (u32). Read-back staging and uniforms
+/// per set (training and test), the images (u8), labels (u8) and row order (u32). Read-back staging and uniforms
 /// (kilobytes) are left out, and so are the trainer's partial sums of a wide layer's forward
-/// split over k (stage 04's `FusedTiles::WIDE`: twice that layer's output at `batch` rows, 2 MiB
-/// for 784-1024-10 at 256; stage 04 does not split where they would not fit one buffer).
+/// in a k split (stage 04's `FusedTiles::WIDE`: twice that layer's output at `batch` rows, 2 MiB
+/// for 784-1024-10 at 256; stage 04 uses no k split where they would not fit one buffer).
 pub fn gpu_buffers(spec: &NetworkSpec, cfg: &TrainConfig, data: &Mnist, batch: usize, eval_batch: usize) -> Result<Vec<(String, u64)>> {
     let net = Network::new(spec, cfg.optimizer, Fusion::Fused, cfg.seed)?;
     let mut buffers: Vec<(String, u64)> = net.tensors.iter().map(|t| (t.name.clone(), 4 * t.capacity(batch) as u64)).collect();
     buffers.extend(net.tensors.iter().map(|t| (format!("{EVALUATOR}{}", t.name), 4 * t.capacity(eval_batch) as u64)));
-    for (name, split) in [("train", &data.train), ("test", &data.test)] {
-        let n = split.len() as u64;
+    for (name, set) in [("train", &data.train), ("test", &data.test)] {
+        let n = set.len() as u64;
         buffers.push((format!("{name} images (u8)"), (n * PIXELS as u64).next_multiple_of(4)));
         buffers.push((format!("{name} labels (u8)"), n.next_multiple_of(4)));
         buffers.push((format!("{name} order"), 4 * n));
@@ -329,8 +331,8 @@ mod tests {
     use crate::datasets::DatasetKind;
 
     fn data(n: usize) -> Mnist {
-        let split = Dataset { images: vec![0; n * PIXELS], labels: vec![0; n] };
-        Mnist { train: split.clone(), test: split, kind: DatasetKind::Mnist }
+        let set = Dataset { images: vec![0; n * PIXELS], labels: vec![0; n] };
+        Mnist { train: set.clone(), test: set, kind: DatasetKind::Mnist }
     }
 
     #[test]
@@ -338,7 +340,7 @@ mod tests {
         let limits = wgpu::Limits { max_storage_buffer_binding_size: 128 << 20, max_buffer_size: 256 << 20, ..wgpu::Limits::default() };
         let cfg = |hidden: usize| TrainConfig { layers: TrainConfig::mlp(&[hidden]), ..TrainConfig::default() };
         let spec = |hidden: usize| cfg(hidden).spec().unwrap();
-        // The default network fits, with 1,000 images per split.
+        // The default network fits, with 1,000 images per set.
         let fits = gpu_buffers(&spec(128), &cfg(128), &data(1000), 64, 1000).unwrap();
         assert!(fits.iter().any(|(w, b)| w == "train images (u8)" && *b == 784_000), "{fits:?}");
         check_gpu_memory(&limits, &fits, 64, Some(1 << 30)).unwrap();
@@ -386,7 +388,7 @@ mod tests {
             let spec = cfg.spec().unwrap();
             let buffers = gpu_buffers(&spec, &cfg, &data(10), batch, 10).unwrap();
             let is_data = |w: &str| w.starts_with("train ") || w.starts_with("test ");
-            // The trainer at `batch` rows, and the evaluator at the 10 rows of the test split.
+            // The trainer at `batch` rows, and the evaluator at the 10 rows of the test set.
             for (rows, evaluator) in [(batch, false), (10, true)] {
                 let tensors: u64 = buffers.iter().filter(|(w, _)| !is_data(w) && w.starts_with(EVALUATOR) == evaluator).map(|(_, b)| b).sum();
                 let made = GpuTrainer::new(ctx, &spec, cfg.optimizer, rows, cfg.seed).unwrap().allocations().bytes;

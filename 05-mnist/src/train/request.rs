@@ -76,7 +76,7 @@ impl Default for TrainRequest {
 }
 
 impl TrainRequest {
-    /// Checks every value against its range, for splits of `train_len` and `test_len` images.
+    /// Checks every value against its range, for a training set of `train_len` and a test set of `test_len` images.
     /// `Err` names the field (`mnist serve` answers it as a 400).
     pub fn validate(&self, train_len: usize, test_len: usize) -> Result<(), String> {
         let bad = |msg: String| Err(msg);

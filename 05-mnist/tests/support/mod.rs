@@ -20,7 +20,7 @@ pub fn mnist_dir() -> PathBuf {
     dir
 }
 
-/// Both splits of the real data, loaded once per test binary.
+/// The training and test sets of the real data, loaded once per test binary.
 #[allow(dead_code)]
 pub fn mnist() -> &'static mnist::data::Mnist {
     static DATA: std::sync::OnceLock<mnist::data::Mnist> = std::sync::OnceLock::new();

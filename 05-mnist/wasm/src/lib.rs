@@ -5,8 +5,9 @@
 //! Nothing here re-implements training: [`Session::train`] calls `mnist::train::train_async`,
 //! the loop `mnist train` runs natively, on a [`GpuContext`] made by WebGPU (the visitor's GPU)
 //! or on the CPU trainer compiled to WebAssembly. What this file adds is the browser's side of
-//! things: bytes in and out instead of files, JSON for the page, and a JavaScript callback for
-//! the events the command line prints.
+//! things: bytes in and out instead of files, JSON for the page (the schema of `mnist::events`,
+//! which `mnist serve` sends too), and a JavaScript callback for the events the command line
+//! prints.
 //!
 //! Build: `bash 05-mnist/web/build.sh` (see `05-mnist/WEB.md`).
 #![cfg(target_arch = "wasm32")]
@@ -17,16 +18,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::GpuContext;
-use mnist::data::{self, CLASSES, FILE_NAMES, Mnist, PIXELS};
-use mnist::datasets::DatasetKind;
+use mnist::data::{self, CLASSES, Mnist, PIXELS};
+use mnist::datasets::{DatasetKind, FILE_NAMES};
+use mnist::events::{
+    AdapterInfo, DoneEvent, EpochEvent, ModelInfo, PredictResponse, ProgressEvent, RunId, SAMPLE_COUNT, SamplesEvent, SamplesResponse,
+    StartEvent,
+};
 use mnist::idx::IdxArray;
 use mnist::metrics::EpochMetrics;
-use mnist::model_io::{self, Classifier, Model, Outputs, argmax};
-use mnist::train::{self, Device, Event, LossChoice, TrainRequest};
+use mnist::model_io::{self, Classifier, Model};
+use mnist::train::{self, Device, Event, TrainRequest};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_time::Instant;
 
 /// What the page holds: the data set, the model it predicts with, the WebGPU context.
 #[wasm_bindgen]
@@ -66,39 +70,16 @@ fn json(value: &impl Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
 }
 
-/// What the page shows about a WebGPU adapter (the same shape as `mnist serve`'s).
+/// [`Session::webgpu`]'s answer: the adapter as a run's `start` event shows it, and beside it
+/// the limits that matter here.
 #[derive(Serialize)]
-struct AdapterJson {
-    name: String,
-    software: bool,
-    warning: Option<String>,
+struct WebGpuJson {
+    #[serde(flatten)]
+    adapter: AdapterInfo,
     /// The limits the device was created with that matter here, in bytes or invocations.
     max_storage_buffer_binding_size: u64,
     max_compute_workgroup_storage_size: u32,
     max_compute_invocations_per_workgroup: u32,
-}
-
-/// The `model` event's payload, the shape of `mnist serve`'s `ModelInfo`.
-#[derive(Serialize)]
-struct ModelJson {
-    description: String,
-    hidden: Vec<usize>,
-    /// Every layer in `--layers`' text form, and the loss.
-    layers: String,
-    loss: LossChoice,
-    /// What its ten outputs mean.
-    dataset: DatasetKind,
-    class_names: &'static [&'static str; 10],
-}
-
-#[derive(Serialize)]
-struct SamplesJson<'a> {
-    indices: Vec<usize>,
-    pixels: &'a [u8],
-    labels: &'a [u8],
-    predicted: Option<Vec<u8>>,
-    dataset: DatasetKind,
-    class_names: &'static [&'static str; 10],
 }
 
 /// [`check_network`]'s answer.
@@ -107,15 +88,6 @@ struct NetworkJson {
     /// `784-256-relu-dropout0.2-10` (and ` mse` for that loss).
     network: String,
     parameters: usize,
-}
-
-/// The shape of `mnist serve`'s `PredictResponse`: the outputs named after the model's loss.
-#[derive(Serialize)]
-struct PredictJson {
-    #[serde(flatten)]
-    outputs: Outputs,
-    digit: usize,
-    input: Vec<u8>,
 }
 
 #[derive(Serialize)]
@@ -161,49 +133,6 @@ pub fn check_network(request: &str) -> Result<String, JsError> {
     let spec = req.check_network().map_err(js_err)?;
     Ok(json(&NetworkJson { network: spec.describe(), parameters: spec.parameter_count() }))
 }
-
-/// The events of a run, in the shapes `mnist serve` streams (`serve/events.rs`), so that one
-/// set of handlers in app.js draws both.
-#[derive(Serialize)]
-struct StartJson<'a> {
-    run: u32,
-    config: &'a TrainRequest,
-    adapter: &'a AdapterJson,
-    train_images: usize,
-    test_images: usize,
-    batches_per_epoch: usize,
-}
-
-#[derive(Serialize)]
-struct ProgressJson {
-    run: u32,
-    epoch: usize,
-    batch: usize,
-    batches: usize,
-    lr: f32,
-    loss: f64,
-    images_per_sec: f64,
-}
-
-#[derive(Serialize)]
-struct EpochJson<'a> {
-    run: u32,
-    epochs: usize,
-    lr: f32,
-    #[serde(flatten)]
-    metrics: &'a EpochMetrics,
-}
-
-#[derive(Serialize)]
-struct DoneJson {
-    run: u32,
-    stopped: bool,
-    epochs_done: usize,
-    message: String,
-}
-
-/// How often a run reports its progress to the page (at most).
-const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Lets the browser run its event loop (draw, handle a click on Stop) before training goes on:
 /// a zero-delay timer, awaited.
@@ -301,7 +230,14 @@ impl Session {
         let inner = self.inner.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let ctx = gpu_context(&inner).await.map_err(JsValue::from)?;
-            Ok(JsValue::from_str(&json(&adapter_json(&ctx))))
+            let l = &ctx.limits;
+            let answer = WebGpuJson {
+                adapter: adapter_info(&ctx),
+                max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+                max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+                max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            };
+            Ok(JsValue::from_str(&json(&answer)))
         })
     }
 
@@ -313,21 +249,12 @@ impl Session {
         let inner = &mut *inner;
         let data = inner.data.as_ref().ok_or_else(|| js_err("no data set yet"))?;
         let n = count.min(data.test.len());
-        let pixels = &data.test.images[..n * PIXELS];
         // A model of the other data set would name these images with the wrong classes.
         let predicted = match inner.model.as_mut() {
-            Some(m) if m.model.dataset == data.kind => Some(m.classifier.predict(pixels).map_err(js_err)?),
+            Some(m) if m.model.dataset == data.kind => Some(m.classifier.predict(&data.test.images[..n * PIXELS]).map_err(js_err)?),
             _ => None,
         };
-        let kind = data.kind;
-        Ok(json(&SamplesJson {
-            indices: (0..n).collect(),
-            pixels,
-            labels: &data.test.labels[..n],
-            predicted,
-            dataset: kind,
-            class_names: kind.class_names(),
-        }))
+        Ok(json(&SamplesResponse::first(data, n, predicted)))
     }
 
     /// Reads a drawing: `pixels: [height, width]` grey bytes, either polarity, any size. It is
@@ -340,8 +267,7 @@ impl Session {
         let input = mnist::preprocess::to_mnist(pixels, width, height).map_err(js_err)?;
         let values = model.classifier.probabilities(&input).map_err(js_err)?;
         debug_assert_eq!(values.len(), CLASSES);
-        let digit = argmax(&values) as usize;
-        Ok(json(&PredictJson { outputs: Outputs::new(model.model.spec.loss(), values), digit, input }))
+        Ok(json(&PredictResponse::new(model.model.spec.loss(), values, input)))
     }
 
     /// Trains a network in this page: `request` is the form as JSON (see `WebRequest`),
@@ -349,6 +275,8 @@ impl Session {
     /// json)` receives `start`, `progress`, `epoch`, `model`, `samples` and finally `done`, as
     /// `mnist serve` streams them; after every epoch the page's model is the new one. The
     /// promise resolves when the run ends and rejects with the reason when it fails.
+    /// `run` is the page's count of its runs (a JavaScript number; the events carry it as their
+    /// [`RunId`]).
     pub fn train(&self, request: String, device: String, run: u32, on_event: js_sys::Function) -> js_sys::Promise {
         let inner = self.inner.clone();
         wasm_bindgen_futures::future_to_promise(async move {
@@ -360,7 +288,7 @@ impl Session {
                 i.training = true;
                 i.stop.store(false, Ordering::Relaxed);
             }
-            let result = train_run(&inner, &request, &device, run, &on_event).await;
+            let result = train_run(&inner, &request, &device, RunId::from(run), &on_event).await;
             inner.borrow_mut().training = false;
             result.map(|()| JsValue::UNDEFINED).map_err(JsValue::from)
         })
@@ -391,7 +319,7 @@ impl Session {
     pub fn model_info(&self) -> String {
         let inner = self.inner.borrow();
         match &inner.model {
-            Some(m) => json(&model_json(m)),
+            Some(m) => json(&m.info()),
             None => "null".into(),
         }
     }
@@ -409,7 +337,7 @@ impl Session {
     pub fn load_model(&self, bytes: &[u8], file_name: &str) -> Result<String, JsError> {
         let model = model_io::parse_model(bytes).map_err(|e| js_err(format!("{file_name}: {e}")))?;
         let page = PageModel::new(model, format!("loaded from {file_name}")).map_err(js_err)?;
-        let info = json(&model_json(&page));
+        let info = json(&page.info());
         self.inner.borrow_mut().model = Some(page);
         Ok(info)
     }
@@ -420,17 +348,10 @@ impl PageModel {
         let classifier = model.classifier()?;
         Ok(Self { model, origin, classifier })
     }
-}
 
-fn model_json(m: &PageModel) -> ModelJson {
-    let spec = &m.model.spec;
-    ModelJson {
-        description: format!("{}, {}", spec.describe(), m.origin),
-        hidden: spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
-        layers: spec.layers_string(),
-        loss: spec.loss().into(),
-        dataset: m.model.dataset,
-        class_names: m.model.dataset.class_names(),
+    /// The `model` event's payload.
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new(&self.model, &self.origin)
     }
 }
 
@@ -440,32 +361,24 @@ fn session_data(inner: &Rc<RefCell<Inner>>) -> Result<Arc<Mnist>, JsError> {
 }
 
 /// The training device for "gpu" or "cpu", and how the page shows it.
-async fn device_for(inner: &Rc<RefCell<Inner>>, device: &str) -> Result<(Device, AdapterJson), JsError> {
+async fn device_for(inner: &Rc<RefCell<Inner>>, device: &str) -> Result<(Device, AdapterInfo), JsError> {
     match device {
         "gpu" => {
             let ctx = gpu_context(inner).await?;
-            let adapter = adapter_json(&ctx);
+            let adapter = adapter_info(&ctx);
             Ok((Device::Gpu(ctx), adapter))
         }
         "cpu" => Ok((
             Device::Cpu,
-            AdapterJson {
-                name: "CPU (WebAssembly in this browser, one thread)".into(),
-                software: false,
-                warning: None,
-                max_storage_buffer_binding_size: 0,
-                max_compute_workgroup_storage_size: 0,
-                max_compute_invocations_per_workgroup: 0,
-            },
+            AdapterInfo { name: "CPU (WebAssembly in this browser, one thread)".into(), software: false, warning: None },
         )),
         other => Err(js_err(format!("device `{other}`: use gpu or cpu"))),
     }
 }
 
-fn adapter_json(ctx: &GpuContext) -> AdapterJson {
+fn adapter_info(ctx: &GpuContext) -> AdapterInfo {
     let software = ctx.is_software();
-    let l = &ctx.limits;
-    AdapterJson {
+    AdapterInfo {
         name: ctx.adapter_line(),
         software,
         warning: software.then(|| {
@@ -475,14 +388,11 @@ fn adapter_json(ctx: &GpuContext) -> AdapterJson {
                 ctx.info.name
             )
         }),
-        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
-        max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
-        max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
     }
 }
 
 /// One run, reporting to `on_event`; the page's model follows the run epoch by epoch.
-async fn train_run(inner: &Rc<RefCell<Inner>>, request: &str, device: &str, run: u32, on_event: &js_sys::Function) -> Result<(), JsError> {
+async fn train_run(inner: &Rc<RefCell<Inner>>, request: &str, device: &str, run: RunId, on_event: &js_sys::Function) -> Result<(), JsError> {
     let emit = |name: &str, payload: String| {
         // An exception in the page's handler is the page's problem, not the run's.
         let _ = on_event.call2(&JsValue::NULL, &JsValue::from_str(name), &JsValue::from_str(&payload));
@@ -492,47 +402,22 @@ async fn train_run(inner: &Rc<RefCell<Inner>>, request: &str, device: &str, run:
     let cfg = req.config();
     let data = req.data(&all);
     let (device, adapter) = device_for(inner, device).await?;
-    let batch = cfg.batch_size.min(data.train.len()).max(1);
-    emit(
-        "start",
-        json(&StartJson {
-            run,
-            config: &req,
-            adapter: &adapter,
-            train_images: data.train.len(),
-            test_images: data.test.len(),
-            batches_per_epoch: data.train.len().div_ceil(batch),
-        }),
-    );
+    emit("start", json(&StartEvent::new(run, req.clone(), adapter, &data)));
     let stop = inner.borrow().stop.clone();
     let mut epoch_lr = cfg.lr();
-    let mut last_report: Option<Instant> = None;
     let mut last_epoch: Option<EpochMetrics> = None;
     let mut model_error: Option<String> = None;
     let mut on = |event: Event<'_>| match event {
-        Event::EpochStart { lr, .. } => {
-            epoch_lr = lr;
-            last_report = None;
-        }
+        Event::EpochStart { lr, .. } => epoch_lr = lr,
         Event::Progress(p) => {
-            let due = last_report.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || p.batch == p.batches;
-            if due && p.loss.is_finite() {
-                last_report = Some(Instant::now());
-                let progress = ProgressJson {
-                    run,
-                    epoch: p.epoch,
-                    batch: p.batch,
-                    batches: p.batches,
-                    lr: epoch_lr,
-                    loss: p.loss,
-                    images_per_sec: p.images_per_sec,
-                };
+            // The loop reports at most every `events::PROGRESS_EVERY`, and the end of each epoch.
+            if let Some(progress) = ProgressEvent::new(run, &p, epoch_lr) {
                 emit("progress", json(&progress));
             }
         }
         Event::EpochEnd(m) => {
             last_epoch = Some(*m);
-            emit("epoch", json(&EpochJson { run, epochs: cfg.epochs, lr: epoch_lr, metrics: m }));
+            emit("epoch", json(&EpochEvent { run, epochs: cfg.epochs, lr: epoch_lr, metrics: *m }));
         }
         Event::EpochModel(model) => {
             let origin = match &last_epoch {
@@ -560,14 +445,8 @@ async fn train_run(inner: &Rc<RefCell<Inner>>, request: &str, device: &str, run:
         emit("model", info);
         emit("samples", predicted);
     }
-    let acc = outcome.history.last().map(|m| format!(" Test accuracy {:.2}%.", 100.0 * m.test_acc)).unwrap_or_default();
-    let message = if outcome.stopped {
-        format!("Stopped after {epochs_done} of {} epochs.{acc}", cfg.epochs)
-    } else {
-        let s = if epochs_done == 1 { "" } else { "s" };
-        format!("Finished {epochs_done} epoch{s}.{acc}")
-    };
-    emit("done", json(&DoneJson { run, stopped: outcome.stopped, epochs_done, message }));
+    let last_test_acc = outcome.history.last().map(|m| m.test_acc);
+    emit("done", json(&DoneEvent::new(run, outcome.stopped, epochs_done, cfg.epochs, last_test_acc)));
     Ok(())
 }
 
@@ -582,13 +461,10 @@ fn set_model(inner: &Rc<RefCell<Inner>>, model: Model, origin: String) -> Result
         }
         None => Vec::new(),
     };
-    let info = json(&model_json(&page));
+    let info = json(&page.info());
     i.model = Some(page);
-    Ok((info, json(&serde_json::json!({ "predicted": predicted }))))
+    Ok((info, json(&SamplesEvent { predicted })))
 }
-
-/// How many test digits the page's grid shows (as `mnist serve`'s).
-const SAMPLE_COUNT: usize = 24;
 
 /// The session's WebGPU context, made on first use.
 async fn gpu_context(inner: &Rc<RefCell<Inner>>) -> Result<Arc<GpuContext>, JsError> {
