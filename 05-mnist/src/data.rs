@@ -18,12 +18,14 @@ pub const SIDE: usize = 28;
 pub const PIXELS: usize = SIDE * SIDE;
 pub const CLASSES: usize = 10;
 
+// ANCHOR: normalization
 /// Mean and standard deviation of the training pixels scaled to [0, 1] (0.1307 = 33.318 / 255).
 pub const MEAN: f32 = 0.1307;
 pub const STD: f32 = 0.3081;
 /// `x = pixel * SCALE + SHIFT` equals `(pixel / 255 - MEAN) / STD`.
 pub const SCALE: f32 = 1.0 / (255.0 * STD);
 pub const SHIFT: f32 = -MEAN / STD;
+// ANCHOR_END: normalization
 
 /// The environment variable naming the MNIST folder (Fashion-MNIST's is `FASHION_MNIST_DIR`,
 /// see `datasets.rs`).
@@ -220,6 +222,7 @@ pub fn gather_batch_into(data: &Dataset, order: &[u32], first: usize, count: usi
     }
 }
 
+// ANCHOR: prefetch_batch
 /// Asks the CPU to bring the images of the batch `order[first .. first + count]` into its caches
 /// (x86-64 prefetch instructions; a no-op elsewhere), without waiting for them. A shuffled batch
 /// is 64 images scattered over 47 MB: gathered cold, each of its 832 cache lines is a miss to
@@ -237,6 +240,7 @@ pub fn prefetch_batch(data: &Dataset, order: &[u32], first: usize, count: usize)
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (data, order, first, count);
 }
+// ANCHOR_END: prefetch_batch
 
 #[cfg(test)]
 mod tests {

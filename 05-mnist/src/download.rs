@@ -120,6 +120,7 @@ fn fetch_verified(agent: &ureq::Agent, url: &str, expected: &str) -> Result<Vec<
     Ok(bytes)
 }
 
+// ANCHOR: write_atomically
 /// Writes `bytes` to `target` through a temporary file in the same folder, flushed, then
 /// renamed: readers see either no file or the whole file. On unix the file ends up with the
 /// permissions `File::create` would leave: a replaced file's own, else `0o666` less the umask
@@ -148,6 +149,7 @@ pub fn write_atomically(target: &Path, bytes: &[u8]) -> Result<()> {
     tmp.persist(target).map_err(|e| MnistError::io(target, e.error))?;
     Ok(())
 }
+// ANCHOR_END: write_atomically
 
 #[cfg(test)]
 mod tests {

@@ -216,12 +216,14 @@ impl DeviceBatches {
         Ok(())
     }
 
+    // ANCHOR: record
     /// Records the gather of batch `step` into `pass`: one dispatch, no CPU-side writes.
     pub fn record(&self, kernel: &GatherKernel, pass: &mut wgpu::ComputePass<'_>, step: usize) {
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[(step as u64 * kernel.stride) as u32]);
         pass.dispatch_workgroups(self.groups.0, self.groups.1, self.groups.2);
     }
+    // ANCHOR_END: record
 }
 
 #[cfg(test)]

@@ -81,6 +81,7 @@ pub enum Schedule {
 }
 
 impl Schedule {
+    // ANCHOR: cosine
     /// The learning rate of epoch `epoch` (1-based) of `epochs`, starting from `lr`.
     pub fn lr(self, lr: f32, epoch: usize, epochs: usize) -> f32 {
         match self {
@@ -91,8 +92,10 @@ impl Schedule {
             }
         }
     }
+    // ANCHOR_END: cosine
 }
 
+// ANCHOR: eval_rows
 /// Rows per evaluation batch on the CPU unless `--eval-batch` says otherwise: on this 2-core
 /// machine one epoch's evaluation took 22-37 ms in batches of 1,000 and 44-71 ms in one batch of
 /// 10,000 (README, "Evaluation: the test set in one batch").
@@ -103,6 +106,7 @@ pub const CPU_EVAL_ROWS: usize = 1000;
 /// 0.94 ms in batches of 1,000 and 2.01 ms in the training's batches of 64 (README, "Evaluation: the
 /// test set in one batch").
 pub const GPU_EVAL_ROWS: usize = 10_000;
+// ANCHOR_END: eval_rows
 
 /// Everything that defines a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -58,6 +58,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
         let mut last_report = start;
         let mut sums = Sums::default();
         let (mut pixels, mut labels) = (Vec::new(), Vec::new());
+        // ANCHOR: batch_loop
         for b in 0..batches {
             let first = b * batch;
             let rows = batch.min(n - first);
@@ -78,6 +79,7 @@ pub(super) async fn train_cpu<B: Future<Output = ()>>(
                 return Ok(TrainOutcome { model: model(&net)?, history, stopped: true, batches_done: b + 1 });
             }
         }
+        // ANCHOR_END: batch_loop
         let seconds = start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
         let test = evaluate_cpu(&mut net, &data.test, eval_rows(cfg, data), epoch, cfg)?;

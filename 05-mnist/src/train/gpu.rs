@@ -34,10 +34,12 @@ use crate::error::{MnistError, Result};
 use crate::gather::{DeviceBatches, GatherKernel};
 use crate::model_io::Model;
 
+// ANCHOR: first_piece
 /// Steps in an epoch's first submission. The GPU waits for the first submission's recording
 /// (about 3 us of CPU per dispatch on the H200 host): 8 steps start it within ~50 us, where a
 /// first piece of 100 steps kept it idle for ~0.6 ms.
 const FIRST_PIECE: usize = 8;
+// ANCHOR_END: first_piece
 
 /// A trainer on the GPU with the training set resident and bound to its input buffers, and
 /// an evaluator (the same network in batches of [`eval_batch`] rows) with the test set.
@@ -129,6 +131,7 @@ impl<'a> GpuRun<'a> {
         Ok(index)
     }
 
+    // ANCHOR: run_all
     /// Runs every step of the training set (`training`) or the test set: full batches in
     /// submissions of `per_submit` steps (the first ones shorter: [`FIRST_PIECE`] steps, then
     /// twice as many each time up to `per_submit`, so the GPU starts while the CPU records the
@@ -165,7 +168,9 @@ impl<'a> GpuRun<'a> {
         }
         Ok((done, true))
     }
+    // ANCHOR_END: run_all
 
+    // ANCHOR: evaluate
     /// Evaluates the trainer's current parameters on the test set: copies them to the
     /// evaluator, runs every test batch in one submission (plus one for a short last batch) and
     /// waits for the loss and accuracy sums.
@@ -176,6 +181,7 @@ impl<'a> GpuRun<'a> {
         test.add(checked(self.evaluator.take_metrics_async(self.ctx).await, epoch, done, cfg)?);
         Ok(test)
     }
+    // ANCHOR_END: evaluate
 }
 
 pub(super) async fn train_gpu<B: Future<Output = ()>>(
