@@ -1,5 +1,5 @@
-//! Training in the browser: builds the static site (`05-mnist/web/build.sh`: the page and the
-//! trainer compiled to WebAssembly), then runs `e2e/in_browser.mjs`, which serves it from a
+//! Training in the browser: builds the static site as it is published (`book/build.sh`: the
+//! page and the trainer compiled to WebAssembly at its root, the book in `book/`), then runs `e2e/in_browser.mjs`, which serves it from a
 //! local static server (no `mnist serve`) and drives Debian's headless Chromium: one epoch on
 //! WebGPU (SwiftShader where there is no GPU) and one on the WebAssembly CPU path, each at
 //! least 85% on the test set, a drawn digit read in the page, WebGPU and the CPU agreeing on
@@ -8,7 +8,7 @@
 //! run from `data/fashion/` with its class names shown). The model the page downloads is then
 //! read by `mnist eval`. Needs MNIST ($MNIST_DIR) and Fashion-MNIST ($FASHION_MNIST_DIR).
 //!
-//! Needs the wasm32 target, wasm-bindgen-cli at the pinned version, Node.js, `npm ci` in
+//! Needs mdbook, the wasm32 target, wasm-bindgen-cli at the pinned version, Node.js, `npm ci` in
 //! `05-mnist/e2e`, and Chromium (/usr/bin/chromium or $CHROMIUM); `.ci/run` installs them all.
 //! A missing piece FAILS the test with the command that fixes it: it never skips.
 
@@ -34,6 +34,11 @@ fn runs(cmd: &str, args: &[&str]) -> Option<String> {
 #[test]
 fn the_page_trains_on_webgpu_and_on_the_cpu_in_headless_chromium() {
     need(runs("node", &["--version"]).is_some(), "Node.js", "apt-get install nodejs npm");
+    need(
+        runs("mdbook", &["--version"]).is_some(),
+        "mdbook (book/build.sh builds the book beside the trainer)",
+        "cargo install mdbook --version 0.5.4 --locked --no-default-features --features search",
+    );
     need(
         stage_dir().join("e2e/node_modules/playwright-core/package.json").is_file(),
         "playwright-core",
@@ -63,15 +68,18 @@ fn the_page_trains_on_webgpu_and_on_the_cpu_in_headless_chromium() {
     // into a folder of this test's own.
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let site = tmp.join("in-browser-site");
+    // The whole static site, as it is published: the trainer at its root, the book in book/.
     let build = Command::new("bash")
-        .arg(stage_dir().join("web/build.sh"))
+        .arg(stage_dir().join("../book/build.sh"))
         .arg(&site)
         .env_remove("MNIST_DIR")
         .env_remove("FASHION_MNIST_DIR")
         .output()
         .expect("running bash");
     let build_log = format!("{}{}", String::from_utf8_lossy(&build.stdout), String::from_utf8_lossy(&build.stderr));
-    assert!(build.status.success(), "05-mnist/web/build.sh failed:\n{build_log}");
+    assert!(build.status.success(), "book/build.sh failed:\n{build_log}");
+    let book = std::fs::read_to_string(site.join("book/05-mnist-web.html")).expect("the book's page on the browser trainer");
+    assert!(book.contains("../index.html"), "the book's browser chapter should link the trainer beside it");
     println!("{}", build_log.lines().last().unwrap_or_default());
 
     let out_dir = tmp.join("in-browser");

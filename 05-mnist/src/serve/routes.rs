@@ -13,6 +13,7 @@
 //! | POST   | `/api/predict` | a drawing's ten outputs: `probabilities`, or an MSE       |
 //! |        |                | model's `outputs` (scores), beside its `loss`; 409 without a model |
 //! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
+//! | GET    | `/book/{path}` | the book, from the built site's `book/` (`book/build.sh`) |
 //! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
 //! | GET    | `/data/fashion/{file}` | Fashion-MNIST's, from its folder (`$FASHION_MNIST_DIR`) |
 //!

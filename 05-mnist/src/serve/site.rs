@@ -4,11 +4,14 @@
 //! - `GET /pkg/{file}`: the trainer compiled to WebAssembly (`mnist_web.js`,
 //!   `mnist_web_bg.wasm`), from the site folder that `05-mnist/web/build.sh` writes
 //!   (`--site DIR`, by default `target/site` of the workspace);
+//! - `GET /book/{path}`: the book, from `book/` of the site folder that `book/build.sh` writes
+//!   (the trainer at the site's root, the book beside it), so that one server shows both;
 //! - `GET /data/{file}`: MNIST's four files from the server's MNIST folder, gzipped or not, for
 //!   the page to train on in the browser; `GET /data/fashion/{file}`: Fashion-MNIST's, from its
 //!   folder (the page's "Data set" choice picks which).
 //!
-//! Only those names are served (no paths, no listing), read-only.
+//! Only those names are served (no listing), read-only; a book path is a file inside the book's
+//! folder or a 404 (no `..`, no hidden names, no link that leads outside).
 
 use std::path::{Path, PathBuf};
 
@@ -76,10 +79,13 @@ pub fn trainer_header(files: &SiteFiles) -> impl Fn(Response) -> std::future::Re
     }
 }
 
-/// `GET /pkg/{file}`, `GET /data/{file}` and `GET /data/fashion/{file}`.
+/// `GET /pkg/{file}`, `GET /book/{path}`, `GET /data/{file}` and `GET /data/fashion/{file}`.
 pub fn routes(files: SiteFiles) -> Router {
     Router::new()
         .route("/pkg/{file}", get(pkg))
+        .route("/book", get(|| async { axum::response::Redirect::permanent("/book/") }))
+        .route("/book/", get(|State(files): State<SiteFiles>| async move { book_file(&files, "index.html").await }))
+        .route("/book/{*path}", get(book))
         .route("/data/{file}", get(mnist_data))
         .route("/data/fashion/{file}", get(fashion_data))
         .with_state(files)
@@ -94,6 +100,41 @@ async fn pkg(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> 
             .into_response();
     };
     send(site.join("pkg").join(name), content_type).await
+}
+
+async fn book(State(files): State<SiteFiles>, UrlPath(path): UrlPath<String>) -> Response {
+    book_file(&files, &path).await
+}
+
+/// A file of the built book, by its path inside `book/`: plain names only (no `.`, `..` or
+/// hidden parts, no backslashes), and after links are resolved still inside the book's folder.
+async fn book_file(files: &SiteFiles, path: &str) -> Response {
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "no such page in the book").into_response();
+    let Some(site) = &files.site else {
+        return ApiError::new(StatusCode::NOT_FOUND, "the site is not built: run `bash book/build.sh`").into_response();
+    };
+    let plain = |part: &str| !part.is_empty() && !part.starts_with('.') && !part.contains(['\\', '\0', ':']);
+    if !path.split('/').all(plain) {
+        return not_found();
+    }
+    let root = site.join("book");
+    let (Ok(root), Ok(file)) = (root.canonicalize(), root.join(path).canonicalize()) else { return not_found() };
+    if !file.starts_with(&root) || !file.is_file() {
+        return not_found();
+    }
+    let content_type = match file.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "html" => "text/html; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "js" => "text/javascript; charset=utf-8",
+        "json" => "application/json",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "ttf" => "font/ttf",
+        _ => "text/plain; charset=utf-8",
+    };
+    send(file, content_type).await
 }
 
 async fn mnist_data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
@@ -157,6 +198,29 @@ mod tests {
             assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
         }
         assert_eq!(get(&app, "/pkg/mnist_web.js").await.0, StatusCode::NOT_FOUND, "no site built");
+    }
+
+    #[tokio::test]
+    async fn the_book_is_served_from_the_site_and_nothing_beside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let book = tmp.path().join("site/book");
+        std::fs::create_dir_all(book.join("css")).unwrap();
+        std::fs::write(book.join("index.html"), b"<h1>book</h1>").unwrap();
+        std::fs::write(book.join("css/general.css"), b"body{}").unwrap();
+        std::fs::write(book.join(".hidden"), b"no").unwrap();
+        std::fs::write(tmp.path().join("site/secret.txt"), b"no").unwrap();
+        let app = routes(SiteFiles { site: Some(tmp.path().join("site")), data_dir: PathBuf::new(), fashion_dir: PathBuf::new() });
+        assert_eq!(get(&app, "/book/").await, (StatusCode::OK, b"<h1>book</h1>".to_vec()));
+        assert_eq!(get(&app, "/book/css/general.css").await, (StatusCode::OK, b"body{}".to_vec()));
+        assert_eq!(get(&app, "/book").await.0, StatusCode::PERMANENT_REDIRECT);
+        for path in ["/book/../secret.txt", "/book/..%2Fsecret.txt", "/book/%2E%2E/secret.txt", "/book/.hidden", "/book/css", "/book/nope.html", "/book//etc/passwd"] {
+            assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(tmp.path().join("site/secret.txt"), book.join("link.txt")).unwrap();
+            assert_eq!(get(&app, "/book/link.txt").await.0, StatusCode::NOT_FOUND, "a link out of the book");
+        }
     }
 
     #[tokio::test]
