@@ -4,7 +4,7 @@
 
 use cpu_matrix::{Matrix, MatrixError};
 
-use crate::Transpose;
+use crate::transpose::Transpose;
 
 /// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul (transposes read in
 /// place). Shapes as in [`crate::Matmul::prepare`].
@@ -30,7 +30,7 @@ mod tests {
         let a_bt = matmul_cpu(&a, &b.transpose(), Transpose::B).unwrap();
         common::assert_close(&at_b.data, &ab.data, 1e-6, 1e-6);
         common::assert_close(&a_bt.data, &ab.data, 1e-6, 1e-6);
-        for t in crate::TRANSPOSES {
+        for t in crate::transpose::TRANSPOSES {
             let (aa, bb) = match t {
                 Transpose::None => (a.clone(), b.clone()),
                 Transpose::A => (a.transpose(), b.clone()),
