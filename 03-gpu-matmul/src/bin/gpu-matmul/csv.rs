@@ -93,9 +93,13 @@ fn size((m, k, n): (usize, usize, usize)) -> String {
     if m == k && k == n { n.to_string() } else { format!("{m}x{k}x{n}") }
 }
 
-/// A number in full (Rust's shortest exact form), or empty.
+/// A number to 6 significant digits (trailing zeros dropped), or empty.
 fn num(v: Option<f64>) -> String {
-    v.map_or(String::new(), |v| v.to_string())
+    v.map_or(String::new(), |v| {
+        let decimals = if v == 0.0 || !v.is_finite() { 0 } else { (5 - v.abs().log10().floor() as i32).max(0) as usize };
+        let s = format!("{v:.decimals$}");
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    })
 }
 
 /// A field as CSV needs it: in double quotes (with quotes doubled) where it holds a comma, a
@@ -117,5 +121,10 @@ mod tests {
         assert_eq!(size((16, 16, 16)), "16");
         assert_eq!(product(Transpose::B), "A*B^T");
         assert_eq!(num(None), "");
+        assert_eq!(num(Some(0.060964000000000004)), "0.060964");
+        assert_eq!(num(Some(0.00004301730249166382)), "0.0000430173");
+        assert_eq!(num(Some(48.6)), "48.6");
+        assert_eq!(num(Some(265.0)), "265");
+        assert_eq!(num(Some(123456789.0)), "123456789");
     }
 }
