@@ -11,7 +11,8 @@ use crate::coop::coop_support;
 use crate::tile::Tile;
 
 /// The GPU kernels, numbered like their shader files and the runner's command line
-/// (`cargo run --release -p gpu-matmul -- 3`). Number 0 on the command line is the CPU.
+/// (`cargo run --release -p gpu-matmul -- 3`). Number 0 on the command line is the CPU
+/// reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kernel {
     /// `01_naive.wgsl`: one invocation per output element, straight from memory.
@@ -44,10 +45,10 @@ pub enum Precision {
     F16Inputs,
 }
 
-/// How far the f16 copies kernel 08 makes (op(A) as [k][m], op(B) as [k][n]) are padded with
+/// How far the f16 copies kernel 08 makes (`op(A)` as `[k][m]`, `op(B)` as `[k][n]`) are padded with
 /// zeros: m and n to multiples of `F16_PAD_MN`, k to multiples of `F16_PAD_K`, so that every tile the
 /// product loads lies inside them (every `bm`, `bn` of its tiles divides `F16_PAD_MN` and every
-/// `bk` divides `F16_PAD_K`). Written into the shader by [`Kernel::constants`].
+/// `bk` divides `F16_PAD_K`). Written into the shader by [`Kernel::wgsl`].
 pub const F16_PAD_MN: u32 = 256;
 /// See [`F16_PAD_MN`].
 pub const F16_PAD_K: u32 = 64;
@@ -101,7 +102,7 @@ impl Kernel {
         self as u32
     }
 
-    /// The kernel with this number, if there is one (0 is the CPU, not a `Kernel`).
+    /// The kernel with this number, if there is one (0, the CPU reference, is not a `Kernel`).
     pub fn from_number(n: u32) -> Option<Kernel> {
         Self::ALL.into_iter().find(|k| k.number() == n)
     }

@@ -2,7 +2,8 @@
 //! vectorised and tensor-core kernels, each checked against the CPU.
 //!
 //! The kernels live in `shaders/NN_name.wgsl`, numbered like [`Kernel`] and the runner's command
-//! line (`cargo run --release -p gpu-matmul -- 3`; 0 is the CPU). Later stages use the library:
+//! line (`cargo run --release -p gpu-matmul -- 3`; 0 is the CPU reference). Later stages use the
+//! library:
 //!
 //! ```no_run
 //! use common::GpuContext;

@@ -46,7 +46,7 @@ pub struct Tile {
     pub sync: bool,
     /// Kernel 08 with `stages` 1 or 2: each global load and each store into the tiles moves one
     /// `vec4<f16>` per invocation, neighbours in neighbouring lanes, instead of two side by side
-    /// (which the driver splits into two 8-byte loads whose lanes lie 16 bytes apart; WGSL
+    /// (which the driver breaks into two 8-byte loads whose lanes lie 16 bytes apart; WGSL
     /// `LANE_LOADS`).
     pub lanes: bool,
 }

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-/// Splits one CSV line into fields (double-quoted fields may hold commas and doubled quotes).
+/// Cuts one CSV line into fields (double-quoted fields may hold commas and doubled quotes).
 fn fields(line: &str) -> Vec<String> {
     let mut out = vec![String::new()];
     let (mut quoted, mut chars) = (false, line.chars().peekable());
