@@ -8,7 +8,8 @@
 #
 # Writes OUT/torch_matmul.txt (cuBLAS through PyTorch: FP32, TF32, FP16 inputs), OUT/run.txt
 # (the probes, every kernel at n = 2048, 4096, 8192 in the three products, the small products
-# of stage 04, the runtime-checks table), OUT/tune_08.txt (every candidate tile of kernel 08 in
+# of stage 04, the runtime-checks table), OUT/matmul.csv (the run's main tables, probes and cuBLAS
+# figures as CSV, for the book's generated tables), OUT/tune_08.txt (every candidate tile of kernel 08 in
 # the three products at n = 4096) and OUT/steps.txt (each step's exit status and seconds).
 set -uo pipefail
 BIN=${1:-target/release/gpu-matmul}
@@ -29,5 +30,5 @@ else
     echo "PyTorch not installed here: the committed cuBLAS figures are used" | tee "$OUT/torch_matmul.txt"
     cublas=()
 fi
-step run timeout 300 "$BIN" --sizes 2048,4096,8192 --transposes "${cublas[@]}"
+step run timeout 300 "$BIN" --sizes 2048,4096,8192 --transposes --csv "$OUT/matmul.csv" "${cublas[@]}"
 step tune_08 timeout 120 "$BIN" 8 --tune --transposes --sizes 4096 --reps 10 --no-probe --no-mnist --no-checks-study "${cublas[@]}"

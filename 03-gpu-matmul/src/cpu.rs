@@ -1,13 +1,13 @@
-//! Kernel 0: the CPU side. `matmul_cpu` is the baseline the runner times; `reference_rows` is
-//! the f64-accumulated reference every GPU kernel is checked against (whole products at small
-//! sizes, a sample of rows at large ones).
+//! The CPU reference: `matmul_cpu` (stage 02's best matmul, which the runner times as `0`), and
+//! `reference_rows`, the f64-accumulated rows every GPU kernel is checked against (whole
+//! products at small sizes, a sample of rows at large ones).
 
 use cpu_matrix::{Matrix, MatrixError};
 
-use crate::Transpose;
+use crate::transpose::Transpose;
 
-/// Kernel 0: `op(a) * op(b)` on the CPU with stage 02's best matmul (transposes read in
-/// place). Shapes as in [`crate::Matmul::prepare`].
+/// The CPU reference (`0` on the runner's command line): `op(a) * op(b)` on the CPU with
+/// stage 02's best matmul (transposes read in place). Shapes as in [`crate::Matmul::prepare`].
 pub fn matmul_cpu(a: &Matrix, b: &Matrix, t: Transpose) -> Result<Matrix, MatrixError> {
     cpu_matrix::matmul_t(cpu_matrix::CpuKernel::BEST, t, a, b)
 }
@@ -30,7 +30,7 @@ mod tests {
         let a_bt = matmul_cpu(&a, &b.transpose(), Transpose::B).unwrap();
         common::assert_close(&at_b.data, &ab.data, 1e-6, 1e-6);
         common::assert_close(&a_bt.data, &ab.data, 1e-6, 1e-6);
-        for t in crate::TRANSPOSES {
+        for t in crate::transpose::TRANSPOSES {
             let (aa, bb) = match t {
                 Transpose::None => (a.clone(), b.clone()),
                 Transpose::A => (a.transpose(), b.clone()),

@@ -10,7 +10,10 @@
 
 use common::{GpuContext, GpuError};
 
-use crate::{Kernel, MatmulError, coop_support, specialize};
+use crate::coop::coop_support;
+use crate::error::MatmulError;
+use crate::kernel::Kernel;
+use crate::wgsl::specialize;
 
 /// One ceiling probe, ready to record: a pipeline, its buffers, and the FLOP one dispatch does.
 pub struct PeakProbe {

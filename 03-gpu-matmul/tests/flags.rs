@@ -41,6 +41,8 @@ fn boundary_values_of_every_flag() {
         (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
         (&["--compiled", "bogus"], Refused(2, "--compiled")),
         (&["--compiled-out", "x"], Refused(2, "--compiled")),
+        (&["--csv", "/nonexistent-folder/matmul.csv"], Refused(1, "--csv")),
+        (&["--tune", "--csv", "x.csv"], Refused(2, "--csv")),
     ];
     assert_flags(|| Command::new(env!("CARGO_BIN_EXE_gpu-matmul")), BASE, cases);
 }

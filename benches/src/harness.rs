@@ -23,12 +23,6 @@ use crate::results::Note;
 /// real GPU and the software sweep on a software adapter.
 pub const FULL_ENV: &str = "BENCH_FULL";
 
-/// The adapter note: the GPU adapter, the CPU, the sweep and when that setup was first run
-/// ([`crate::results::Note`]), kept in each group's folder (`<criterion dir>/<group>/adapter.txt`)
-/// and in criterion's own. The report titles its plots with it, and leaves out results older
-/// than their group's setup.
-pub const ADAPTER_NOTE: &str = "adapter.txt";
-
 /// How many sizes a bench runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sweep {
@@ -153,10 +147,6 @@ pub fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTim
     g
 }
 
-/// Registers the embedded DejaVu Sans as plotters' "sans-serif" (criterion's HTML charts and the
-/// crossover plots use it), so no system font is needed: `common`'s, shared with stage 05.
-pub use common::register_fonts;
-
 /// The one-line description of this machine's CPU: model name and hardware threads.
 pub fn cpu_line() -> String {
     let model = common::cpu_model().unwrap_or_else(|| std::env::consts::ARCH.to_string());
@@ -185,7 +175,8 @@ impl Bench {
     /// versus GPU benchmark without a GPU has nothing to measure.
     pub fn start() -> Bench {
         let started = SystemTime::now();
-        register_fonts();
+        // The embedded DejaVu Sans as plotters' "sans-serif" (criterion's HTML charts use it).
+        common::register_fonts();
         let ctx = match GpuContext::new() {
             Ok(ctx) => ctx,
             Err(e) => {

@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn writes_an_svg_with_every_curve_and_the_adapter() {
-        crate::harness::register_fonts();
+        common::register_fonts();
         let dir = fixture::temp_dir("plot");
         for (i, n) in [64u64, 128, 256].into_iter().enumerate() {
             let p = n.to_string();

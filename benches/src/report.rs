@@ -161,7 +161,7 @@ pub fn write(ops: &[Operation], saved: &Saved, out: &Path, formats: &[&str]) -> 
 /// `results.json` stay as the run wrote them.
 pub fn draw(ops: &[Operation], out: &Path, formats: &[&str]) -> Result<Vec<(String, Vec<PathBuf>)>, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    crate::harness::register_fonts();
+    common::register_fonts();
     let mut plots = Vec::new();
     for op in ops.iter().filter(|o| o.numeric) {
         let mut files = Vec::new();

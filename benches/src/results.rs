@@ -178,7 +178,13 @@ fn load_one(bench: &Path, estimates: &Path) -> Result<Option<Measurement>, Resul
     }))
 }
 
-/// The adapter note a bench leaves in each group's folder (see [`crate::harness::ADAPTER_NOTE`]):
+/// The adapter note: the GPU adapter, the CPU, the sweep and when that setup was first run
+/// ([`Note`]), kept in each group's folder (`<criterion dir>/<group>/adapter.txt`) and in
+/// criterion's own. The report titles its plots with it, and leaves out results older than
+/// their group's setup.
+pub const ADAPTER_NOTE: &str = "adapter.txt";
+
+/// The adapter note a bench leaves in each group's folder (see [`ADAPTER_NOTE`]):
 ///
 /// ```text
 /// NVIDIA H200 (Vulkan, DiscreteGpu, driver NVIDIA 580.159.04)
@@ -206,7 +212,7 @@ pub struct Note {
 impl Note {
     /// Reads `<folder>/adapter.txt`; every field `None` when it is missing.
     pub fn read(folder: &Path) -> Note {
-        let path = folder.join(crate::harness::ADAPTER_NOTE);
+        let path = folder.join(ADAPTER_NOTE);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Note::default();
         };
@@ -244,7 +250,7 @@ impl Note {
             text.push_str(&format!("since: {}.{:09}\n", since.as_secs(), since.subsec_nanos()));
         }
         std::fs::create_dir_all(folder)?;
-        std::fs::write(folder.join(crate::harness::ADAPTER_NOTE), text)
+        std::fs::write(folder.join(ADAPTER_NOTE), text)
     }
 
     /// Whether both notes name the same adapter, CPU and sweep.
