@@ -158,6 +158,7 @@ impl Kernel {
         matches!(self, Kernel::Vec4 | Kernel::DoubleBuffered | Kernel::WarpTiled | Kernel::CoopMatrix)
     }
 
+    // ANCHOR: default_checks
     /// The runtime checks the pipeline is compiled with by default. Kernels 03 on guard every
     /// global access themselves and index their arrays with constants, so they drop naga's
     /// checks (`create_shader_module_trusted`): on the H200 the checks made kernels 03-05 13 to
@@ -168,6 +169,7 @@ impl Kernel {
             _ => Checks::None,
         }
     }
+    // ANCHOR_END: default_checks
 
     /// The tolerance a result of this kernel must meet against the f64 CPU reference, for an
     /// inner dimension `k`: `|gpu - ref| <= abs + rel * |ref|` per element, NaN failing.

@@ -13,7 +13,9 @@
 //!
 //! - the path is relative to the markdown file;
 //! - `where:` keeps the rows whose cells equal the given values exactly;
-//! - `columns:` picks and orders columns, `name=Header` renames one; without it, every column;
+//! - `columns:` picks and orders columns, `name=Header` renames one, and `@N` after either
+//!   rounds its numbers to N decimals (`tflops=TFLOP/s@1`: a runner writes 6 significant
+//!   digits, a table shows what matters); without it, every column;
 //! - cells are copied verbatim (the CSV holds the figures as the table shows them); a column
 //!   whose cells are all numbers is right-aligned;
 //! - `{=other.csv[col=value&col=value].column}` inside a cell is a reference: the value of
@@ -52,7 +54,24 @@ fn err(at: &str, what: impl fmt::Display) -> TableError {
 pub struct Directive {
     pub path: String,
     pub filters: Vec<(String, String)>,
-    pub columns: Option<Vec<(String, Option<String>)>>,
+    /// (column, header, decimals)
+    pub columns: Option<Vec<(String, Option<String>, Option<usize>)>>,
+}
+
+/// `text@N` -> (`text`, Some(N)); anything else -> (`text`, None).
+fn split_decimals(text: &str) -> (&str, Option<usize>) {
+    match text.rsplit_once('@') {
+        Some((head, n)) if !n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit()) => (head, n.parse().ok()),
+        _ => (text, None),
+    }
+}
+
+/// A number rounded to `decimals`, or the cell unchanged when it is not a number.
+fn rounded(cell: &str, decimals: Option<usize>) -> String {
+    match (decimals, cell.trim().parse::<f64>()) {
+        (Some(d), Ok(v)) if v.is_finite() => format!("{v:.d$}"),
+        _ => cell.to_string(),
+    }
 }
 
 impl Directive {
@@ -72,9 +91,12 @@ impl Directive {
                     .split(", ")
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
-                    .map(|item| match item.split_once('=') {
-                        Some((k, h)) => (k.trim().to_string(), Some(h.trim().to_string())),
-                        None => (item.to_string(), None),
+                    .map(|item| {
+                        let (item, decimals) = split_decimals(item);
+                        match item.split_once('=') {
+                            Some((k, h)) => (k.trim().to_string(), Some(h.trim().to_string()), decimals),
+                            None => (item.to_string(), None, decimals),
+                        }
                     })
                     .collect();
                 d.columns = Some(cols);
@@ -127,7 +149,7 @@ fn resolve_reference(dir: &Path, body: &str, depth: usize) -> Result<String, Str
         .filter(|s| !s.is_empty())
         .map(|f| f.split_once('=').ok_or_else(|| format!("`{f}` is not COLUMN=VALUE")))
         .collect::<Result<_, _>>()?;
-    let column = &body[close + 2..];
+    let (column, decimals) = split_decimals(&body[close + 2..]);
     let other = read_csv_depth(&dir.join(file), depth + 1).map_err(|e| e.to_string())?;
     let index = |name: &str| other.header.iter().position(|h| h == name).ok_or_else(|| format!("{file} has no column `{name}`"));
     let col = index(column)?;
@@ -137,7 +159,7 @@ fn resolve_reference(dir: &Path, body: &str, depth: usize) -> Result<String, Str
     }
     let rows: Vec<&Vec<String>> = other.rows.iter().filter(|r| keys.iter().all(|(i, v)| r[*i] == *v)).collect();
     match rows.as_slice() {
-        [row] => Ok(row[col].clone()),
+        [row] => Ok(rounded(&row[col], decimals)),
         [] => Err(format!("no row of {file} matches")),
         _ => Err(format!("{} rows of {file} match; a reference needs exactly one", rows.len())),
     }
@@ -167,9 +189,9 @@ pub fn render(d: &Directive, csv: &Csv) -> Result<String, String> {
     for (k, v) in &d.filters {
         filters.push((index(k)?, v.as_str()));
     }
-    let picked: Vec<(usize, String)> = match &d.columns {
-        Some(cols) => cols.iter().map(|(k, h)| Ok((index(k)?, h.clone().unwrap_or_else(|| k.clone())))).collect::<Result<_, String>>()?,
-        None => csv.header.iter().cloned().enumerate().collect(),
+    let picked: Vec<(usize, String, Option<usize>)> = match &d.columns {
+        Some(cols) => cols.iter().map(|(k, h, n)| Ok((index(k)?, h.clone().unwrap_or_else(|| k.clone()), *n))).collect::<Result<_, String>>()?,
+        None => csv.header.iter().cloned().enumerate().map(|(i, h)| (i, h, None)).collect(),
     };
     let rows: Vec<&Vec<String>> = csv.rows.iter().filter(|r| filters.iter().all(|(i, v)| r[*i] == *v)).collect();
     if rows.is_empty() {
@@ -177,17 +199,17 @@ pub fn render(d: &Directive, csv: &Csv) -> Result<String, String> {
     }
     let escape = |s: &str| s.replace('|', "\\|");
     let mut out = String::new();
-    out.push_str(&format!("| {} |\n", picked.iter().map(|(_, h)| escape(h)).collect::<Vec<_>>().join(" | ")));
+    out.push_str(&format!("| {} |\n", picked.iter().map(|(_, h, _)| escape(h)).collect::<Vec<_>>().join(" | ")));
     let aligns: Vec<&str> = picked
         .iter()
-        .map(|(i, _)| {
+        .map(|(i, _, _)| {
             let cells: Vec<&str> = rows.iter().map(|r| r[*i].as_str()).filter(|c| !c.trim().is_empty()).collect();
             if !cells.is_empty() && cells.iter().all(|c| is_number(c)) { "---:" } else { "---" }
         })
         .collect();
     out.push_str(&format!("| {} |", aligns.join(" | ")));
     for r in rows {
-        out.push_str(&format!("\n| {} |", picked.iter().map(|(i, _)| escape(&r[*i])).collect::<Vec<_>>().join(" | ")));
+        out.push_str(&format!("\n| {} |", picked.iter().map(|(i, _, n)| escape(&rounded(&r[*i], *n))).collect::<Vec<_>>().join(" | ")));
     }
     Ok(out)
 }
@@ -281,7 +303,9 @@ mod tests {
         let d = Directive::parse(" results/x.csv; where: n=4096; columns: kernel=Kernel, tflops ").unwrap();
         assert_eq!(d.path, "results/x.csv");
         assert_eq!(d.filters, vec![("n".to_string(), "4096".to_string())]);
-        assert_eq!(d.columns, Some(vec![("kernel".into(), Some("Kernel".into())), ("tflops".into(), None)]));
+        assert_eq!(d.columns, Some(vec![("kernel".into(), Some("Kernel".into()), None), ("tflops".into(), None, None)]));
+        let d = Directive::parse("x.csv; columns: tflops=TFLOP/s@1, ms@2").unwrap();
+        assert_eq!(d.columns, Some(vec![("tflops".into(), Some("TFLOP/s".into()), Some(1)), ("ms".into(), None, Some(2))]));
         assert!(Directive::parse("x.csv; sort: n").is_err());
         assert!(Directive::parse("x.csv; where: n").is_err());
     }
@@ -291,6 +315,14 @@ mod tests {
         let d = Directive::parse("x.csv; where: n=4096; columns: kernel=Kernel, tflops=TFLOP/s, note").unwrap();
         let t = render(&d, &csv()).unwrap();
         assert_eq!(t, "| Kernel | TFLOP/s | note |\n| ---: | ---: | --- |\n| 01 | 1.5 | naive |\n| 02 | 2.7 | a \\| b |");
+    }
+
+    #[test]
+    fn numbers_are_rounded_where_asked_and_words_kept() {
+        assert_eq!(rounded("39.91234", Some(1)), "39.9");
+        assert_eq!(rounded("79.6", Some(0)), "80");
+        assert_eq!(rounded("n/a", Some(1)), "n/a");
+        assert_eq!(rounded("39.91234", None), "39.91234");
     }
 
     #[test]

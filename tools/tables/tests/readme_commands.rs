@@ -80,8 +80,13 @@ fn parse(cmd: &str) -> Result<Parsed, String> {
     Ok(p)
 }
 
-/// `cargo metadata`'s packages: name -> (default-run, [(target name, kinds)]).
-fn packages() -> Vec<(String, Option<String>, Vec<(String, Vec<String>)>)> {
+/// A target of a package: its name and kinds (`bin`, `example`, `bench`, ...).
+type Target = (String, Vec<String>);
+/// A package: its name, its `default-run`, its targets.
+type Package = (String, Option<String>, Vec<Target>);
+
+/// `cargo metadata`'s packages.
+fn packages() -> Vec<Package> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo).args(["metadata", "--no-deps", "--format-version", "1", "--offline"]).current_dir(root()).output().expect("running cargo metadata");
     assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
@@ -107,9 +112,9 @@ fn built_dir() -> PathBuf {
     std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-fn check(cmd: &str, pkgs: &[(String, Option<String>, Vec<(String, Vec<String>)>)]) -> Result<(), String> {
+fn check(cmd: &str, pkgs: &[Package]) -> Result<(), String> {
     let p = parse(cmd)?;
-    let has = |kind: &str, name: &str, targets: &[(String, Vec<String>)]| targets.iter().any(|(n, k)| n == name && k.iter().any(|x| x == kind));
+    let has = |kind: &str, name: &str, targets: &[Target]| targets.iter().any(|(n, k)| n == name && k.iter().any(|x| x == kind));
     if p.bench {
         let benches: Vec<&String> = pkgs.iter().flat_map(|(_, _, t)| t).filter(|(_, k)| k.iter().any(|x| x == "bench")).map(|(n, _)| n).collect();
         return if benches.is_empty() { Err("no package has a bench target".into()) } else { Ok(()) };
