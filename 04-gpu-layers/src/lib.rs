@@ -50,33 +50,37 @@
 //! # Ok(()) }
 //! ```
 
-mod buffers;
 pub mod cpu;
-mod cpu_dispatch;
-pub mod cpu_fast;
-mod cpu_tape;
-mod cpu_trainer;
 mod error;
-mod gpu_dispatch;
-mod gpu_tape;
-mod gpu_trainer;
-mod kernels;
-pub mod network;
+mod gpu;
+mod layers;
+#[cfg(test)]
+mod naga_check;
+mod network;
+mod routing;
 pub mod sequential;
 mod spec;
+mod sweep_variants;
 pub mod tape;
+mod tiles;
 pub mod wgsl;
 
-pub use buffers::{Allocations, BufferManager};
-pub use cpu_tape::CpuTape;
-pub use cpu_trainer::CpuTrainer;
+pub use cpu::store::CpuStore;
+pub use cpu::trainer::CpuTrainer;
 pub use error::LayersError;
-pub use gpu_tape::{GpuTape, TapeId, plan};
-pub use gpu_trainer::{ByteImages, Gathered, GatheredEval, GpuTrainer, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
+pub use gpu::buffers::{Allocations, BufferManager};
+pub use gpu::dispatch::ByteImages;
+pub use gpu::kernels::{KernelId, Kernels};
+pub use gpu::plan::plan;
+pub use gpu::store::{GpuStore, TapeId};
+pub use gpu::trainer::{Gathered, GatheredEval, GpuTrainer};
 pub use gpu_matmul::Precision;
-pub use kernels::{KernelId, Kernels};
-pub use wgsl::{FusedTiles, GatherSlot};
-pub use network::{ActivationLayer, DropoutLayer, Fusion, Linear, MeanSquaredError, Network, SoftmaxCrossEntropy};
-pub use sequential::{Init, Layer, Loss};
-pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
+pub use layers::{ActivationLayer, DropoutLayer, Linear, MeanSquaredError, SoftmaxCrossEntropy};
+pub use network::{Fusion, Network};
+pub use routing::{DeviceFit, Needs, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
+pub use sequential::{Activation, Init, Layer, Loss};
+pub use spec::{MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
+pub use sweep_variants::sweep_variants;
 pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
+pub use tiles::FusedTiles;
+pub use wgsl::GatherSlot;

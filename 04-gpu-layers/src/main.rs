@@ -133,13 +133,13 @@ fn run(args: &Args) -> Result<(), AnyError> {
 /// those of big batches, then each variant of `--sweep`, a kernel shown again only where its
 /// source differs from the default's.
 fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Result<(), AnyError> {
-    use gpu_layers::{FusedTiles, KernelId, wgsl::DeviceFit};
+    use gpu_layers::{FusedTiles, KernelId, DeviceFit};
     if ctx.info.backend != common::wgpu::Backend::Vulkan {
         return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
     }
     let fit = DeviceFit::for_limits(&ctx.limits);
     let mut sets = vec![("default".to_string(), FusedTiles::DEFAULT), ("big batches".to_string(), FusedTiles::for_batch(256))];
-    sets.extend(FusedTiles::sweep().into_iter().filter(|(what, _)| what != "default"));
+    sets.extend(gpu_layers::sweep_variants().into_iter().filter(|(what, _)| what != "default"));
     let defaults: Vec<String> = KernelId::ALL.iter().map(|id| id.source(&FusedTiles::DEFAULT, fit)).collect();
     let mut sources = Vec::new();
     for (tiles_name, tiles) in &sets {
@@ -393,8 +393,8 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         ctx.wait()?;
         let times = time_steps(ctx, &timer, steps, args, |slots, pass| slots.for_each(|_| gpu.record_step(pass)))?;
         // Where the time goes: each dispatch of the step alone, `steps` times in one pass.
-        let (tape, train) = gpu.tape();
-        let parts = dispatches_alone(ctx, &timer, tape, train, steps, reps.min(3))?;
+        let (store, train) = gpu.store();
+        let parts = dispatches_alone(ctx, &timer, store, train, steps, reps.min(3))?;
         let m = gpu.take_metrics(ctx)?;
         if gpu.allocations() != before {
             return Err("the timed steps allocated GPU memory".into());
@@ -547,8 +547,8 @@ impl SplitRun {
 
     /// Each dispatch of the step alone ([`dispatches_alone`]).
     pub(crate) fn alone(&self, ctx: &GpuContext, timer: &GpuTimer, steps: usize, reps: usize) -> Result<Vec<(&'static str, f64)>, AnyError> {
-        let (tape, _) = self.gpu.tape();
-        dispatches_alone(ctx, timer, tape, self.gpu.gathered_train_tape(self.gathered), steps, reps)
+        let (store, _) = self.gpu.store();
+        dispatches_alone(ctx, timer, store, self.gpu.gathered_train_tape(self.gathered), steps, reps)
     }
 
     /// Errors if the loss the steps summed is not finite; resets the metrics.
@@ -561,7 +561,7 @@ impl SplitRun {
 }
 
 /// The `split` row of `--bench`: the fused tape gathering its batches from bytes, in the split
-/// form where the device allows it (`GpuTape::add_split_tape`), each step on the next batch.
+/// form where the device allows it (`GpuStore::add_split_tape`), each step on the next batch.
 fn bench_split(
     ctx: &GpuContext,
     kernels: &Arc<Kernels>,
@@ -622,20 +622,20 @@ fn time_steps(
     Ok([&mut gpu_s, &mut record_s, &mut wall_s, &mut chunked_s].map(|t| median(t) * 1e3))
 }
 
-/// Each dispatch of `tape`'s `id` alone, `steps` copies of it in one pass: `(kernel, us per
+/// Each dispatch of `store`'s tape `id` alone, `steps` copies of it in one pass: `(kernel, us per
 /// dispatch)`, median of `reps`.
 pub(crate) fn dispatches_alone(
     ctx: &GpuContext,
     timer: &GpuTimer,
-    tape: &gpu_layers::GpuTape,
+    store: &gpu_layers::GpuStore,
     id: gpu_layers::TapeId,
     steps: usize,
     reps: usize,
 ) -> Result<Vec<(&'static str, f64)>, AnyError> {
     let mut parts = Vec::new();
-    for (i, name) in tape.dispatch_names(id).into_iter().enumerate() {
+    for (i, name) in store.dispatch_names(id).into_iter().enumerate() {
         let mut t: Vec<f64> = (0..reps)
-            .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| tape.record_one(id, i, pass))))
+            .map(|_| timer.time_pass(ctx, name, |pass| (0..steps).for_each(|_| store.record_one(id, i, pass))))
             .collect::<Result<_, _>>()?;
         parts.push((name, median(&mut t) * 1e6 / steps as f64));
     }

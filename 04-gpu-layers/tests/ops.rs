@@ -4,7 +4,7 @@
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuTape, FusedTiles, Dim, Elem, GpuTape, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
+    Activation, CpuStore, FusedTiles, Dim, Elem, GpuStore, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -67,8 +67,8 @@ impl Case {
     fn check_with(&self, kernels: &std::sync::Arc<Kernels>, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) -> usize {
         let ctx = test_context();
         let mut rng = rand::rngs::StdRng::seed_from_u64(max_batch as u64 * 1000 + batch as u64);
-        let mut cpu = CpuTape::new(&self.tensors, max_batch).unwrap();
-        let mut gpu = GpuTape::new(ctx, &self.tensors, max_batch).unwrap();
+        let mut cpu = CpuStore::new(&self.tensors, max_batch).unwrap();
+        let mut gpu = GpuStore::new(ctx, &self.tensors, max_batch).unwrap();
         let tape = gpu.add_tape(ctx, kernels, ops).unwrap();
         cpu.set_batch(batch).unwrap();
         gpu.set_batch(ctx, batch).unwrap();
@@ -386,7 +386,7 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
         }
     };
 
-    let mut cpu = CpuTape::new(&tensors, 1).unwrap();
+    let mut cpu = CpuStore::new(&tensors, 1).unwrap();
     cpu.f32_mut(params).copy_from_slice(&start.0);
     cpu.f32_mut(moments).copy_from_slice(&start.1);
     for (t, g, want_p, want_st) in steps {
@@ -396,7 +396,7 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
         check("CPU", t, cpu.f32(params), cpu.f32(moments), &want_p, &want_st);
     }
 
-    let mut gpu = GpuTape::new(ctx, &tensors, 1).unwrap();
+    let mut gpu = GpuStore::new(ctx, &tensors, 1).unwrap();
     let tape = gpu.add_tape(ctx, kernels(), &ops).unwrap();
     gpu.set_batch(ctx, 1).unwrap();
     gpu.write_f32(ctx, params, &start.0).unwrap();
@@ -573,7 +573,7 @@ fn linear_update_cases(
                     let dispatches = c.check_with(kernels, &ops, mb, b, tol(b));
                     if f16 {
                         let ctx = test_context();
-                        let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                        let mut gpu = GpuStore::new(ctx, &c.tensors, mb).unwrap();
                         let tape = gpu.add_tape(ctx, kernels, &ops).unwrap();
                         assert_eq!(dispatches, 1);
                         assert_eq!(gpu.dispatch_names(tape), ["linear_update_coop"]);
@@ -762,7 +762,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
                     c.f16_inputs = true;
                     let ops = forward_then_output(&mut c, shape, act, Mode::Train);
                     c.check_with(&kernels, &ops, mb, b, tol(shape.0));
-                    let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                    let mut gpu = GpuStore::new(ctx, &c.tensors, mb).unwrap();
                     let tape = gpu.add_tape(ctx, &kernels, &ops).unwrap();
                     assert_eq!(gpu.dispatch_names(tape), ["linear_forward_coop (k split)", "output_wide (sums)"], "{shape:?} {splits}");
                 }
@@ -774,7 +774,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
 #[test]
 fn fused_kernels_with_every_tile_size_the_sweep_times() {
     // A short-batch case and MNIST-like widths, for each variant of `gpu-layers --sweep`.
-    for (what, tiles) in FusedTiles::sweep().into_iter().skip(1) {
+    for (what, tiles) in gpu_layers::sweep_variants().into_iter().skip(1) {
         let kernels = Kernels::with_tiles(tiles);
         for (mb, b) in [(65, 63), (17, 17)] {
             let mut c = Case::new();

@@ -21,13 +21,13 @@ fn gpu_routed(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, routing: Rou
 }
 
 /// A device held to WebGPU's default limits (what a browser may offer and no more), with its
-/// own kernels: `wgsl::DeviceFit::WEBGPU_DEFAULTS` (smaller workgroups and staging, one layer
+/// own kernels: `DeviceFit::WEBGPU_DEFAULTS` (smaller workgroups and staging, one layer
 /// per `linear_update`).
 fn webgpu_defaults() -> &'static (GpuContext, Arc<Kernels>) {
     static CTX: OnceLock<(GpuContext, Arc<Kernels>)> = OnceLock::new();
     CTX.get_or_init(|| {
         let ctx = GpuContext::with_limits(wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
-        assert_eq!(gpu_layers::wgsl::DeviceFit::for_limits(&ctx.limits), gpu_layers::wgsl::DeviceFit::WEBGPU_DEFAULTS);
+        assert_eq!(gpu_layers::DeviceFit::for_limits(&ctx.limits), gpu_layers::DeviceFit::WEBGPU_DEFAULTS);
         (ctx, Kernels::new())
     })
 }
