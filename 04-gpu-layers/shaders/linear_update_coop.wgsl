@@ -33,7 +33,7 @@
 // (16 each, 256 spilled); after the rounds, 16 at a time 29.8 us, 4 at a time 27.5, one at a
 // time 31.4.
 //
-// UC_S = 1 (FusedTiles::coop_update_slices, a sweep variant) halves the workgroup: 4
+// UC_S = 1 (FusedTiles::coop_update_batch_slices, a sweep variant) halves the workgroup: 4
 // subgroups, each taking both 16-row halves of every round, 128 invocations of 32 parameters
 // each, one f32 gradient tile. The grid is the same. On the H200 at 784-1024 in a batch of 256
 // it took 40.4 us against 26.5 with two slices: 183 registers per invocation against 126, so

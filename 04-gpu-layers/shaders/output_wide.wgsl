@@ -35,7 +35,7 @@
 
 // From the prelude: OW_WG invocations, OW_KPI values of k per invocation per chunk, OW_C
 // classes in registers, OW_S slices per class in the reduction (OW_WG / OW_S loads each), and
-// OW_SPLITS slices of the layer below's partial sums (FusedTiles::tiled_splits).
+// OW_SPLITS slices of the layer below's partial sums (FusedTiles::k_splits).
 var<workgroup> scratch: array<f32, OW_C * OW_WG>; // [class][invocation]: the partial logits
 var<workgroup> slices: array<f32, OW_C * OW_S>;   // [class][slice]
 var<workgroup> z_sh: array<f32, OW_C>;

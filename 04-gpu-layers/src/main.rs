@@ -52,7 +52,7 @@ struct Args {
     #[arg(long)]
     sweep: bool,
     /// With --sweep: time only the default and the variants whose name contains one of these
-    /// comma-separated words (`--variants "tiled splits,update B"`), and skip the in-step
+    /// comma-separated words (`--variants "k splits,update B"`), and skip the in-step
     /// timestamps and the wide-layer grid.
     #[arg(long, value_delimiter = ',')]
     variants: Vec<String>,

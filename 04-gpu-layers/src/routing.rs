@@ -52,7 +52,7 @@ impl FusedTiles {
     /// the round's rows of x and dy or the slices' partial sums, whichever is larger, as vec4;
     /// 11 storage buffers (two layers).
     pub fn update_needs(&self) -> Needs {
-        let (t, r, s) = (self.update_t, self.update_r, self.update_slices);
+        let (t, r, s) = (self.update_t, self.update_r, self.update_batch_slices);
         let vec4s = (2 * r * (t / 4)).max(s * t * (t / 4));
         Needs { invocations: self.update_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 11 }
     }
@@ -89,7 +89,7 @@ impl FusedTiles {
     /// dy rows in f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and an f32 gradient tile per
     /// slice (rows padded by 4); 11 storage buffers (two layers).
     pub fn coop_update_needs(&self) -> Needs {
-        let (t, s) = (COOP_UPDATE_T, self.coop_update_slices);
+        let (t, s) = (COOP_UPDATE_T, self.coop_update_batch_slices);
         Needs { invocations: 128 * s, workgroup_bytes: 2 * 2 * 32 * (t + 8) + s * 4 * t * (t + 4), storage_buffers: 11 }
     }
 
@@ -114,14 +114,14 @@ impl FusedTiles {
 
     /// What the split step's two kernels need of a device (a test checks it against naga):
     /// `forward_output` gathering plus the partial sums (one storage buffer more); and
-    /// `linear_update` of two layers (with `split_slices` batch slices) plus the images, the
+    /// `linear_update` of two layers (with `split_step_batch_slices` batch slices) plus the images, the
     /// order, the partial sums and the next batch's rows (15 storage buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
-        // The split update is the unsplit one in 4 x 4 blocks with `split_slices` slices, plus
+        // The split update is the unsplit one in 4 x 4 blocks with `split_step_batch_slices` slices, plus
         // its last phase.
-        let unsplit = FusedTiles { update_slices: self.split_slices, update_block: 4, ..*self }.update_needs();
+        let unsplit = FusedTiles { update_batch_slices: self.split_step_batch_slices, update_block: 4, ..*self }.update_needs();
         let t = self.update_t;
         let update = Needs {
             invocations: unsplit.invocations,
@@ -144,11 +144,11 @@ impl FusedTiles {
         while t.output_wg > max_invocations && t.output_wg > t.output_rows.max(1) {
             t.output_wg /= 2;
         }
-        while t.update_invocations() > max_invocations && t.update_slices > 1 {
-            t.update_slices /= 2;
+        while t.update_invocations() > max_invocations && t.update_batch_slices > 1 {
+            t.update_batch_slices /= 2;
         }
-        while (t.update_t / 4) * (t.update_t / 4) * t.split_slices > max_invocations && t.split_slices > 1 {
-            t.split_slices /= 2;
+        while (t.update_t / 4) * (t.update_t / 4) * t.split_step_batch_slices > max_invocations && t.split_step_batch_slices > 1 {
+            t.split_step_batch_slices /= 2;
         }
         while t.merged_tn * t.merged_ks > max_invocations && t.merged_ks > 1 {
             t.merged_ks /= 2;
@@ -160,7 +160,7 @@ impl FusedTiles {
     }
 
     /// The tiles the split kernels are built with on a device with `limits`: [`FusedTiles::fitted`],
-    /// with `split_slices` halved until the split update fits the device's workgroup memory (8
+    /// with `split_step_batch_slices` halved until the split update fits the device's workgroup memory (8
     /// slices take 44 KiB, which the H200's 48 KiB allow and lavapipe's 32 KiB do not: there it
     /// takes 4); `None` where even one slice, or the other needs, do not fit.
     pub fn split_fitted(&self, limits: &wgpu::Limits) -> Option<FusedTiles> {
@@ -170,8 +170,8 @@ impl FusedTiles {
                 && n.workgroup_bytes <= limits.max_compute_workgroup_storage_size
                 && n.storage_buffers <= limits.max_storage_buffers_per_shader_stage
         };
-        while !fits(&t.split_needs()[1]) && t.split_slices > 1 {
-            t.split_slices /= 2;
+        while !fits(&t.split_needs()[1]) && t.split_step_batch_slices > 1 {
+            t.split_step_batch_slices /= 2;
         }
         t.split_needs().iter().all(fits).then_some(t)
     }
@@ -265,12 +265,12 @@ impl FusedTiles {
 
     /// Whether a `LinearForward` of `rows x outputs` (reading a ready input) and the
     /// `OutputLayer` of `classes` on top of it run as a split `linear_forward_tiled` and an
-    /// `output_wide` that adds up its partial sums: [`FusedTiles::tiled_splits`] is above 1, the
-    /// forward runs tiled, the output layer wide, and the partial sums (`tiled_splits` times the
+    /// `output_wide` that adds up its partial sums: [`FusedTiles::k_splits`] is above 1, the
+    /// forward runs tiled, the output layer wide, and the partial sums (`k_splits` times the
     /// forward's output) fit one buffer of the device.
-    pub fn splits_k(&self, rows: usize, outputs: usize, classes: usize, limits: &wgpu::Limits) -> bool {
-        let bytes = 4 * self.tiled_splits as u64 * rows as u64 * outputs as u64;
-        self.tiled_splits > 1
+    pub fn runs_k_split(&self, rows: usize, outputs: usize, classes: usize, limits: &wgpu::Limits) -> bool {
+        let bytes = 4 * self.k_splits as u64 * rows as u64 * outputs as u64;
+        self.k_splits > 1
             && self.forward_tiled(rows, outputs, limits)
             && self.output_wide(outputs, classes, limits)
             && bytes <= limits.max_storage_buffer_binding_size.min(limits.max_buffer_size)
@@ -308,7 +308,7 @@ impl FusedTiles {
     /// Whether a gathered step whose first hidden layer runs merged (`forward_output`) runs
     /// split on a device with `limits` ([`FusedTiles::split`]): the tiles say so, and the device
     /// allows what the two split kernels need ([`FusedTiles::split_fitted`]).
-    pub fn splits(&self, limits: &wgpu::Limits) -> bool {
+    pub fn runs_split_step(&self, limits: &wgpu::Limits) -> bool {
         self.split && self.split_fitted(limits).is_some()
     }
 }
@@ -332,7 +332,7 @@ mod tests {
         for (fit, limit) in [(DeviceFit::WEBGPU_DEFAULTS, webgpu), (DeviceFit::LARGE, DeviceFit::LARGE_NEEDS)] {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
             // The merged forward_output runs only where FusedTiles::merges allows it (below).
-            // The split step's kernels run only where FusedTiles::splits allows them (below).
+            // The split step's kernels run only where FusedTiles::runs_split_step allows them (below).
             // output_wide runs only where FusedTiles::output_wide allows it (below).
             // linear_forward_coop runs only on adapters with cooperative matrices (native ones).
             let conditional = |id: &KernelId| {
@@ -361,7 +361,7 @@ mod tests {
         let fit = DeviceFit::for_limits(&swiftshader);
         assert_eq!((fit.output_w_shared, fit.forward_x_shared, fit.linear_update_pairs), (4096, 4096, false));
         let webgpu_tiles = FusedTiles::DEFAULT.fitted(256);
-        assert_eq!((webgpu_tiles.forward_ks, webgpu_tiles.output_wg, webgpu_tiles.update_slices), (8, 256, 4));
+        assert_eq!((webgpu_tiles.forward_ks, webgpu_tiles.output_wg, webgpu_tiles.update_batch_slices), (8, 256, 4));
     }
 
     #[test]
@@ -401,14 +401,14 @@ mod tests {
         let defaults = wgpu::Limits::defaults();
         let lavapipe = lavapipe_limits();
         let d = FusedTiles::DEFAULT;
-        assert!(d.splits(&lavapipe));
+        assert!(d.runs_split_step(&lavapipe));
         // 8 batch slices (44 KiB) on the H200's 48 KiB, 4 (28 KiB) on lavapipe's 32 KiB.
         let h200 = wgpu::Limits { max_compute_workgroup_storage_size: 49152, ..lavapipe.clone() };
-        assert_eq!(d.split_fitted(&h200).map(|t| t.split_slices), Some(8));
-        assert_eq!(d.split_fitted(&lavapipe).map(|t| t.split_slices), Some(4));
-        assert!(!d.splits(&defaults));
-        assert!(!d.splits(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
-        assert!(!FusedTiles { split: false, ..d }.splits(&lavapipe));
+        assert_eq!(d.split_fitted(&h200).map(|t| t.split_step_batch_slices), Some(8));
+        assert_eq!(d.split_fitted(&lavapipe).map(|t| t.split_step_batch_slices), Some(4));
+        assert!(!d.runs_split_step(&defaults));
+        assert!(!d.runs_split_step(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
+        assert!(!FusedTiles { split: false, ..d }.runs_split_step(&lavapipe));
     }
 
     #[test]
@@ -424,8 +424,8 @@ mod tests {
         assert_eq!(FusedTiles::for_network(17, &two), big);
         // 784-1024-10 at batch 256: the tiled forward, split over k.
         let wide = FusedTiles::for_network(256, &[(784, 1024), (1024, 10)]);
-        assert_eq!(wide, FusedTiles { tiled_splits: 2, ..big });
-        assert!(wide.splits_k(256, 1024, 10, &lavapipe_limits()));
+        assert_eq!(wide, FusedTiles { k_splits: 2, ..big });
+        assert!(wide.runs_k_split(256, 1024, 10, &lavapipe_limits()));
     }
 
     #[test]
@@ -459,7 +459,7 @@ mod tests {
         }
         let id = KernelId::LinearUpdateCoop;
         for s in [1, 2] {
-            let tiles = FusedTiles { coop_update_slices: s, ..FusedTiles::DEFAULT };
+            let tiles = FusedTiles { coop_update_batch_slices: s, ..FusedTiles::DEFAULT };
             let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
             assert_eq!(n, tiles.coop_update_needs(), "{} with {s} slices", id.name());
             // The H200's 48 KiB hold both kernels.

@@ -78,7 +78,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let opt = Optimizer::sgd(0.1, 0.0);
     println!(
-        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update slices T R; merged TN CB KS TR)",
+        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update batch slices T R; merged TN CB KS TR)",
         "variant", "us/step"
     );
     let mut default_kernels = None;
@@ -120,7 +120,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.forward_u,
             t.output_wg,
             t.output_rows,
-            t.update_slices,
+            t.update_batch_slices,
             t.update_t,
             t.update_r,
             if t.update_preload { "" } else { " late" }
@@ -187,7 +187,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         let split = Kernels::with_tiles(FusedTiles { tiled_min: u32::MAX, ..tiles });
         let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
         let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
-        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, tiled_splits: 2, coop_min: 1, ..tiles }, Precision::F16Inputs);
+        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, k_splits: 2, coop_min: 1, ..tiles }, Precision::F16Inputs);
         let kernels = &split;
         for hidden in [128usize, 256, 512, 1024, 2048] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;

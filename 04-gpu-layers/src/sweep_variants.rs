@@ -34,20 +34,20 @@ pub fn sweep_variants() -> Vec<(String, FusedTiles)> {
         add(format!("output rows {v}"), FusedTiles { output_rows: v, ..d });
     }
     for v in [1, 2, 8] {
-        add(format!("update slices {v}"), FusedTiles { update_slices: v, ..d });
+        add(format!("update batch slices {v}"), FusedTiles { update_batch_slices: v, ..d });
     }
     add("update T 16".into(), FusedTiles { update_t: 16, ..d });
-    // (The split kernel's slices too where 8 would not divide the round's quads.)
-    add("update T 64 slices 2".into(), FusedTiles { update_t: 64, update_slices: 2, split_slices: 2, ..d });
-    add("update R 32".into(), FusedTiles { update_r: 32, split_slices: 4, ..d });
+    // (The split step kernel's batch slices too where 8 would not divide the round's quads.)
+    add("update T 64 batch slices 2".into(), FusedTiles { update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d });
+    add("update R 32".into(), FusedTiles { update_r: 32, split_step_batch_slices: 4, ..d });
     add("update R 128".into(), FusedTiles { update_r: 128, ..d });
     add("update params late".into(), FusedTiles { update_preload: false, ..d });
     // 8 x 8 blocks per invocation: 64 multiply-adds per 4 loads of workgroup memory (tiles of
-    // 64 with 2 slices, or of 32 with 8: 128 invocations, 32 KiB of workgroup memory).
-    add("update B 8 T 64 slices 2".into(), FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d });
-    add("update B 8 slices 8".into(), FusedTiles { update_block: 8, update_slices: 8, ..d });
+    // 64 with 2 batch slices, or of 32 with 8: 128 invocations, 32 KiB of workgroup memory).
+    add("update B 8 T 64 batch slices 2".into(), FusedTiles { update_block: 8, update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d });
+    add("update B 8 batch slices 8".into(), FusedTiles { update_block: 8, update_batch_slices: 8, ..d });
     for v in [2, 4] {
-        add(format!("split slices {v}"), FusedTiles { split_slices: v, ..d });
+        add(format!("split step batch slices {v}"), FusedTiles { split_step_batch_slices: v, ..d });
     }
     add("not merged".into(), FusedTiles { merge: false, ..d });
     add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
@@ -70,26 +70,26 @@ pub fn sweep_variants() -> Vec<(String, FusedTiles)> {
     // output_wide on every output layer it can take, and never (output_layer everywhere).
     add("output wide".into(), FusedTiles { wide_min: 1, ..d });
     add("never wide".into(), FusedTiles { wide_min: u32::MAX, ..d });
-    // The tiled forward's k loop split over workgroups, output_wide adding up the slices.
+    // The tiled forward's k loop split over workgroups (k splits), output_wide adding up the parts.
     for v in [2, 4, 8] {
-        add(format!("tiled splits {v}"), FusedTiles { tiled_splits: v, ..d });
+        add(format!("k splits {v}"), FusedTiles { k_splits: v, ..d });
     }
     // Two changes together, for wide layers in big batches: the split forward and the update
     // in 8 x 8 blocks.
     for v in [2, 4] {
-        let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
-        add(format!("tiled splits {v} update B 8 T 64 slices 2"), FusedTiles { tiled_splits: v, ..b8 });
+        let b8 = FusedTiles { update_block: 8, update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d };
+        add(format!("k splits {v} update B 8 T 64 batch slices 2"), FusedTiles { k_splits: v, ..b8 });
     }
     // The split forward on the tensor cores (`--matmul f16-inputs`; elsewhere these run
     // linear_forward_tiled split as above): 32 x 32 or 32 x 64 outputs per workgroup.
     for v in [2, 4] {
-        add(format!("tiled splits {v} coop 32 x 32"), FusedTiles { tiled_splits: v, coop_m: 32, coop_n: 32, ..d });
+        add(format!("k splits {v} coop 32 x 32"), FusedTiles { k_splits: v, coop_m: 32, coop_n: 32, ..d });
     }
-    add("tiled splits 2 coop 32 x 64".into(), FusedTiles { tiled_splits: 2, coop_m: 32, ..d });
+    add("k splits 2 coop 32 x 64".into(), FusedTiles { k_splits: 2, coop_m: 32, ..d });
     for v in [1, 2] {
-        add(format!("tiled splits 2 coop loads {v}"), FusedTiles { tiled_splits: 2, coop_loads: v, ..d });
+        add(format!("k splits 2 coop loads {v}"), FusedTiles { k_splits: 2, coop_loads: v, ..d });
     }
-    // The update on the tensor cores with one slice per round (128 invocations).
-    add("tiled splits 2 coop update slices 1".into(), FusedTiles { tiled_splits: 2, coop_update_slices: 1, ..d });
+    // The update on the tensor cores with one batch slice per round (128 invocations).
+    add("k splits 2 coop update batch slices 1".into(), FusedTiles { k_splits: 2, coop_update_batch_slices: 1, ..d });
     out
 }

@@ -19,9 +19,9 @@ pub struct FusedTiles {
     pub output_wg: u32,
     /// `output_layer`: rows per workgroup, at most.
     pub output_rows: u32,
-    /// `linear_update`: slices of the batch per workgroup, `(T / 4)^2` invocations each
-    /// (`UPD_RS`).
-    pub update_slices: u32,
+    /// `linear_update`: batch slices per workgroup, `(T / 4)^2` invocations each
+    /// (`UPDATE_BATCH_SLICES`).
+    pub update_batch_slices: u32,
     /// `linear_update`: each workgroup owns a `T x T` tile of one layer's parameters (`T`: 16,
     /// 32 or 64); its invocations own 4 x 4 blocks of it.
     pub update_t: u32,
@@ -30,7 +30,8 @@ pub struct FusedTiles {
     pub update_block: u32,
     /// `linear_update`: rows of the batch staged per round (`UPD_R`: 32, 64 or 128), as vec4
     /// quads of the tile's x and dy columns: `2 x UPD_R x T / 4` vec4 of workgroup memory, which
-    /// then holds the slices' partial sums (`UPD_RS x (T / 4)^2 x 4` vec4), whichever is larger.
+    /// then holds the batch slices' partial sums (`UPDATE_BATCH_SLICES x (T / 4)^2 x 4` vec4), whichever
+    /// is larger.
     pub update_r: u32,
     /// `linear_update`: whether each invocation loads the parameters it moves (and their
     /// optimizer state) before the rounds over the batch, so the loads overlap them (`UPD_PRE`
@@ -43,12 +44,12 @@ pub struct FusedTiles {
     /// Whether a gathered training step of one merged hidden layer runs SPLIT: each
     /// `linear_update` also writes the next batch's partial sums of `x W1` for its tile of `W1`,
     /// and `forward_output` only adds them up (where the device allows it:
-    /// [`FusedTiles::splits`]; `GpuTrainer::record_gathered_steps`).
+    /// [`FusedTiles::runs_split_step`]; `GpuTrainer::record_gathered_steps`).
     pub split: bool,
-    /// The split step's `linear_update`: slices of the batch per workgroup (its `UPD_RS`; the
-    /// unsplit kernel's is `update_slices`). More invocations share its last phase, the next
+    /// The split step's `linear_update`: batch slices per workgroup (its `UPDATE_BATCH_SLICES`;
+    /// the unsplit kernel's is `update_batch_slices`). More invocations share its last phase, the next
     /// batch's partial sums.
-    pub split_slices: u32,
+    pub split_step_batch_slices: u32,
     /// `forward_output`: columns per block (WGSL `TN`, `workgroup_size.x`); each invocation
     /// takes `merged_cb` blocks, so a hidden layer of up to `merged_tn x merged_cb` is merged.
     pub merged_tn: u32,
@@ -79,8 +80,8 @@ pub struct FusedTiles {
     pub wide_min: u32,
     /// Workgroups the k loop of a `linear_forward_tiled` is split over (grid z) when an
     /// `output_wide` reads its output: each writes raw partial sums, and `output_wide` adds
-    /// them up with the bias and the activation ([`FusedTiles::splits_k`]); 1: never split.
-    pub tiled_splits: u32,
+    /// them up with the bias and the activation ([`FusedTiles::runs_k_split`]); 1: never split.
+    pub k_splits: u32,
     /// `linear_forward_coop` (a forward split over k on the tensor cores, where the products take
     /// f16 inputs): rows of the output per workgroup (`CF_M`: 32 or 64, a subgroup per 32).
     pub coop_m: u32,
@@ -97,12 +98,12 @@ pub struct FusedTiles {
     /// quad each as four 4-byte loads; 1, a quad each as one 16-byte load where the rows are
     /// whole quads; 2, single values, neighbouring invocations neighbouring values.
     pub coop_loads: u32,
-    /// `linear_update_coop`: slices of each round of the batch (`UC_S`): 2, 256 invocations
+    /// `linear_update_coop`: batch slices of each round (`UC_S`): 2, 256 invocations
     /// (2 slices x 4 subgroups of 32 x 32 parameters, 16 parameters each); 1, 128 invocations
     /// (each subgroup takes the whole round, 32 parameters each), half the workgroup memory. On
     /// the H200 at 784-1024, batch 256, one slice took 40.4 us against 26.5 with two
     /// (`results/h200-tensor-cores/10-update-slices/`).
-    pub coop_update_slices: u32,
+    pub coop_update_batch_slices: u32,
 }
 
 impl FusedTiles {
@@ -126,14 +127,14 @@ impl FusedTiles {
         forward_u: 8,
         output_wg: 256,
         output_rows: 1,
-        update_slices: 4,
+        update_batch_slices: 4,
         update_t: 32,
         update_block: 4,
         update_r: 64,
         update_preload: true,
         merge: true,
         split: true,
-        split_slices: 8,
+        split_step_batch_slices: 8,
         merged_tn: 32,
         merged_cb: 4,
         merged_ks: 32,
@@ -144,12 +145,12 @@ impl FusedTiles {
         tiled_k: 32,
         tiled_s: 2,
         wide_min: 256,
-        tiled_splits: 1,
+        k_splits: 1,
         coop_m: 64,
         coop_n: 64,
         coop_loads: 0,
         coop_min: 256,
-        coop_update_slices: 2,
+        coop_update_batch_slices: 2,
     };
 
     /// The tiles for batches of up to `max_batch` rows: [`FusedTiles::DEFAULT`], and above 64
@@ -188,18 +189,18 @@ impl FusedTiles {
     }
 
     /// [`FusedTiles::BIG_ROWS`] for a network with a layer that runs the tiled forward: its k
-    /// loop split 2 ways, `output_wide` adding up the slices (at 784-1024-10, batch 256, on the
+    /// loop split 2 ways, `output_wide` adding up the parts (at 784-1024-10, batch 256, on the
     /// H200: the forward 21.60 us alone against 27.88 unsplit, 24.59 split 4 ways and 29.56 8
     /// ways, `output_wide` 7.86 against 7.19; a step 62.22 against 69.06; `gpu-layers --sweep
-    /// --hidden 1024 --batch 256 --variants "never wide,tiled splits,update B"`,
+    /// --hidden 1024 --batch 256 --variants "never wide,k splits,update B"`,
     /// `results/h200-sweep-1024-b256-splits.txt`).
-    const WIDE: FusedTiles = FusedTiles { tiled_splits: 2, ..FusedTiles::BIG_ROWS };
+    const WIDE: FusedTiles = FusedTiles { k_splits: 2, ..FusedTiles::BIG_ROWS };
 
     /// `linear_update`'s invocations per workgroup: a block of the tile each (`update_block` on a
     /// side), per slice of the batch.
     pub fn update_invocations(&self) -> u32 {
         let blocks = self.update_t / self.update_block.max(1);
-        blocks * blocks * self.update_slices
+        blocks * blocks * self.update_batch_slices
     }
 
     /// `linear_forward_tiled`'s invocations per workgroup: a 4 x 4 block of outputs each, per
@@ -224,17 +225,17 @@ impl FusedTiles {
         if ![32, 64].contains(&t.coop_m) || ![32, 64].contains(&t.coop_n) || t.coop_loads > 2 {
             return fail("linear_forward_coop takes 32 or 64 rows and columns per workgroup, and loads 0, 1 or 2".into());
         }
-        if ![1, 2].contains(&t.coop_update_slices) {
-            return fail("linear_update_coop takes 1 or 2 slices of each round".into());
+        if ![1, 2].contains(&t.coop_update_batch_slices) {
+            return fail("linear_update_coop takes 1 or 2 batch slices of each round".into());
         }
-        if !(1..=16).contains(&t.tiled_splits) {
+        if !(1..=16).contains(&t.k_splits) {
             return fail("linear_forward_tiled splits its k loop 1 to 16 ways".into());
         }
-        for (us, ub) in [(t.update_slices, t.update_block), (t.split_slices, 4)] {
+        for (us, ub) in [(t.update_batch_slices, t.update_block), (t.split_step_batch_slices, 4)] {
             let update_threads = (ut / ub) * (ut / ub) * us;
             if !pow2(us) || us > 8 || ![16, 32, 64].contains(&ut) || ![32, 64, 128].contains(&ur) || !(ur * ut / 4).is_multiple_of(update_threads) {
                 return fail(format!(
-                    "linear_update needs 1, 2, 4 or 8 slices (split or not), T of 16, 32 or 64, 32, 64 or 128 rows per round, and its \
+                    "linear_update needs 1, 2, 4 or 8 batch slices (split step or not), T of 16, 32 or 64, 32, 64 or 128 rows per round, and its \
                      {update_threads} invocations to divide the round's {} quads",
                     ur * ut / 4
                 ));

@@ -148,8 +148,8 @@ pub(crate) struct BiasAddParams {
     pub _pad: [u32; 2],
 }
 
-/// `activation_forward.wgsl`, `activation_backward.wgsl` and their out-of-place twins
-/// `activation_copy_*.wgsl`: `[batch, cols]`, an `ACT_*` code.
+/// `activation_params.wgsl`, read by the four activation kernels (`activation_forward.wgsl`,
+/// `activation_copy_forward.wgsl`, `activation_backward.wgsl`): `[batch, cols]`, an `ACT_*` code.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ActivationParams {

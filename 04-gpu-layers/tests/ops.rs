@@ -500,8 +500,8 @@ fn linear_backward_input_fused() {
 #[test]
 fn linear_update_fused_one_and_two_layers() {
     let d = FusedTiles::DEFAULT;
-    let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
-    let b8_t32 = FusedTiles { update_block: 8, update_slices: 8, ..d };
+    let b8 = FusedTiles { update_block: 8, update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d };
+    let b8_t32 = FusedTiles { update_block: 8, update_batch_slices: 8, ..d };
     for tiles in [d, b8, b8_t32] {
         let kernels = Kernels::with_tiles(tiles);
         linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, false);
@@ -520,7 +520,7 @@ fn linear_update_on_the_tensor_cores() {
         return;
     }
     for slices in [2, 1] {
-        let tiles = FusedTiles { tiled_min: 1, coop_min: 1, coop_update_slices: slices, ..FusedTiles::DEFAULT };
+        let tiles = FusedTiles { tiled_min: 1, coop_min: 1, coop_update_batch_slices: slices, ..FusedTiles::DEFAULT };
         let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
         linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
         linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
@@ -707,7 +707,7 @@ fn forward_output_merged_every_mode() {
 fn a_forward_split_over_k_and_output_wide_adding_it_up() {
     let limits = &test_context().limits;
     for splits in [2, 3, 4] {
-        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, ..FusedTiles::DEFAULT };
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: splits, ..FusedTiles::DEFAULT };
         let kernels = Kernels::with_tiles(tiles);
         for (mb, b) in [(17, 17), (65, 63), (129, 65)] {
             for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1)] {
@@ -749,7 +749,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
     // (splits, rows and columns per workgroup, loads)
     for (splits, coop_m, coop_n, coop_loads) in [(2, 64, 64, 0), (3, 64, 64, 1), (4, 64, 64, 2), (2, 32, 32, 1), (3, 32, 64, 2)] {
         let d = FusedTiles::DEFAULT;
-        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, coop_m, coop_n, coop_loads, ..d };
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: splits, coop_m, coop_n, coop_loads, ..d };
         let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
         for (mb, b) in [(17, 17), (65, 63), (129, 65), (256, 96)] {
             for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1), (784, 1024, 10)] {

@@ -543,7 +543,7 @@ fn a_wide_layer_split_over_k_trains_like_the_cpu() {
     // would take precedence on this small layer), the output layer adding up the slices and
     // writing h, which the update then reads: steps, gradients and metrics against the CPU.
     let ctx = test_context();
-    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: 3, ..FusedTiles::DEFAULT };
+    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: 3, ..FusedTiles::DEFAULT };
     let kernels = Kernels::with_tiles(tiles);
     let spec = NetworkSpec::new(77, &[40], 10).unwrap();
     for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(0.01)] {
@@ -592,7 +592,7 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
         assert!(g.can_gather());
         let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
-        let split = kernels.tiles().splits(&ctx.limits);
+        let split = kernels.tiles().runs_split_step(&ctx.limits);
         assert_eq!(g.gathered_split(gathered), split);
         let first = g.step_kernels(Some(gathered))[0];
         assert!(first.ends_with(if split { " (split)" } else { " (gathering)" }), "{first}");
@@ -669,8 +669,8 @@ fn split_steps_train_like_the_cpu() {
         FusedTiles { merged_ks: 16, merged_tr: 2, ..d },
         FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d },
         FusedTiles { update_t: 16, ..d },
-        FusedTiles { split_slices: 4, ..d },
-        FusedTiles { split_slices: 2, update_r: 32, ..d },
+        FusedTiles { split_step_batch_slices: 4, ..d },
+        FusedTiles { split_step_batch_slices: 2, update_r: 32, ..d },
     ] {
         split_steps_match_cpu(&Kernels::with_tiles(tiles), &[Optimizer::sgd(0.1, 0.9)]);
     }

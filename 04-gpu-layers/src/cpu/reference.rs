@@ -332,8 +332,8 @@ pub fn activation_copy_forward(x: &[f32], y: &mut [f32], act: Activation) {
     }
 }
 
-/// `activation_copy_backward.wgsl`: `dy *= act'(x)` in place, with the activation's input x;
-/// dy, x: `[rows, cols]`.
+/// `activation_copy_backward` (`activation_backward.wgsl` with `GRAD_OF_INPUT = 1`):
+/// `dy *= act'(x)` in place, with the activation's input x; dy, x: `[rows, cols]`.
 pub fn activation_copy_backward(dy: &mut [f32], x: &[f32], act: Activation) {
     for (d, &v) in dy.iter_mut().zip(x) {
         *d *= activate_grad_from_input(v, act);

@@ -138,6 +138,9 @@ impl KernelId {
     pub fn tile_constants(self, tiles: &FusedTiles, fit: DeviceFit) -> Vec<(&'static str, u32)> {
         match self {
             KernelId::ColumnSum => vec![("COLS", wgsl::COLUMN_SUM_COLS)],
+            // activation_backward.wgsl's two kernels: the derivative from the saved output or input.
+            KernelId::ActivationBackward => vec![("GRAD_OF_INPUT", 0)],
+            KernelId::ActivationCopyBackward => vec![("GRAD_OF_INPUT", 1)],
             KernelId::LinearForward | KernelId::LinearForwardGather => vec![
                 ("TN", tiles.forward_tn),
                 ("KS", tiles.forward_ks),
@@ -155,7 +158,7 @@ impl KernelId {
             KernelId::LinearForwardCoop => {
                 vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_LOADS", tiles.coop_loads)]
             }
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_slices)],
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_batch_slices)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -168,7 +171,7 @@ impl KernelId {
                 ("OW_KPI", wgsl::OUTPUT_WIDE_KPI),
                 ("OW_C", wgsl::OUTPUT_WIDE_CLASSES),
                 ("OW_S", wgsl::OUTPUT_WIDE_SLICES),
-                ("OW_SPLITS", tiles.tiled_splits),
+                ("OW_SPLITS", tiles.k_splits),
             ],
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);
@@ -198,14 +201,14 @@ impl KernelId {
                 c
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_slices } else { tiles.update_slices };
+                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_step_batch_slices } else { tiles.update_batch_slices };
                 let split = self == KernelId::LinearUpdateSplit;
                 let mut c = vec![
                     ("T", tiles.update_t),
                     // The split step's last phase is written for 4 x 4 blocks.
                     ("UPD_B", if split { 4 } else { tiles.update_block }),
                     ("UPD_R", tiles.update_r),
-                    ("UPD_RS", slices),
+                    ("UPDATE_BATCH_SLICES", slices),
                     ("UPD_PRE", tiles.update_preload as u32),
                 ];
                 if self == KernelId::LinearUpdateSplit {
@@ -227,7 +230,7 @@ impl KernelId {
             KernelId::ActivationForward => {
                 ("shaders/activation_forward.wgsl", include_str!("../../shaders/activation_forward.wgsl"))
             }
-            KernelId::ActivationBackward => {
+            KernelId::ActivationBackward | KernelId::ActivationCopyBackward => {
                 ("shaders/activation_backward.wgsl", include_str!("../../shaders/activation_backward.wgsl"))
             }
             KernelId::SoftmaxCe => ("shaders/softmax_ce.wgsl", include_str!("../../shaders/softmax_ce.wgsl")),
@@ -260,9 +263,6 @@ impl KernelId {
             KernelId::ActivationCopyForward => {
                 ("shaders/activation_copy_forward.wgsl", include_str!("../../shaders/activation_copy_forward.wgsl"))
             }
-            KernelId::ActivationCopyBackward => {
-                ("shaders/activation_copy_backward.wgsl", include_str!("../../shaders/activation_copy_backward.wgsl"))
-            }
             KernelId::DropoutForward => ("shaders/dropout_forward.wgsl", include_str!("../../shaders/dropout_forward.wgsl")),
             KernelId::DropoutBackward => ("shaders/dropout_backward.wgsl", include_str!("../../shaders/dropout_backward.wgsl")),
             KernelId::Mse => ("shaders/mse.wgsl", include_str!("../../shaders/mse.wgsl")),
@@ -282,6 +282,15 @@ impl KernelId {
         }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
+        }
+        let activation = [
+            KernelId::ActivationForward,
+            KernelId::ActivationBackward,
+            KernelId::ActivationCopyForward,
+            KernelId::ActivationCopyBackward,
+        ];
+        if activation.contains(&self) {
+            files.push(("shaders/activation_params.wgsl", include_str!("../../shaders/activation_params.wgsl")));
         }
         match self {
             KernelId::LinearForward | KernelId::LinearForwardTiled | KernelId::ForwardOutput => {
@@ -306,7 +315,7 @@ impl KernelId {
             // Both layers' buffers (the tensor cores are only on native adapters, which allow 11).
             KernelId::LinearUpdateCoop => files.push(("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))),
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                // The split step binds both layers (it runs only where FusedTiles::splits).
+                // The split step binds both layers (it runs only where FusedTiles::runs_split_step).
                 files.push(if fit.linear_update_pairs || self == KernelId::LinearUpdateSplit {
                     ("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))
                 } else {

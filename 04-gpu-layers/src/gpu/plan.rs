@@ -39,7 +39,7 @@ pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits,
 
 /// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
 /// pair a `LinearForward` `i` split over k and the `OutputLayer` `i + 1` that adds up its partial
-/// sums ([`FusedTiles::splits_k`]).
+/// sums ([`FusedTiles::runs_k_split`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Planned {
     One(usize),
@@ -91,7 +91,7 @@ pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wg
             i += 2;
         } else if let Some(next) = ops.get(i + 1)
             && !(gather && i == 0)
-            && splits_k(&ops[i], next, tiles, limits, max_batch)
+            && runs_k_split_pair(&ops[i], next, tiles, limits, max_batch)
         {
             planned.extend([Planned::SplitForward(i), Planned::SumsOutput(i + 1)]);
             i += 2;
@@ -106,15 +106,15 @@ pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wg
 /// Whether `forward` (reading a ready input) and `output` run as a `linear_forward_tiled` split
 /// over k and an `output_wide` that adds up its partial sums: a `LinearForward` and the
 /// training `OutputLayer` that reads exactly its output (with the same activation for dh), on
-/// shapes and a device the tiles allow ([`FusedTiles::splits_k`]). Evaluation and prediction
+/// shapes and a device the tiles allow ([`FusedTiles::runs_k_split`]). Evaluation and prediction
 /// keep the unsplit forward: their tapes, often sized for far larger batches, then need no
 /// buffer of partial sums.
-fn splits_k(forward: &Op, output: &Op, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> bool {
+fn runs_k_split_pair(forward: &Op, output: &Op, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> bool {
     let (Op::LinearForward { x, y, act, .. }, Op::OutputLayer { h, out, dh, mode: Mode::Train, .. }) = (forward, output) else {
         return false;
     };
     let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
-    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.splits_k(x.rows.at(max_batch), y.cols, out.cols, limits)
+    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.runs_k_split(x.rows.at(max_batch), y.cols, out.cols, limits)
 }
 
 /// Whether `forward` and `output` run merged as one `forward_output` dispatch: a

@@ -257,7 +257,7 @@ pub(crate) fn prepare_output_wide(
     Ok(Dispatch::Kernel { pipeline, bind_group, groups, opt_uniform: None })
 }
 
-/// A `LinearForward` as `linear_forward_tiled` split over k into `FusedTiles::tiled_splits`
+/// A `LinearForward` as `linear_forward_tiled` split over k into `FusedTiles::k_splits`
 /// workgroups along z, each writing its raw partial sums `[split][batch][out]` into `partials`
 /// (for the `output_wide` above it, [`prepare_output_wide`]); bindings as the unsplit kernel's,
 /// `partials` in place of y.
@@ -275,7 +275,7 @@ pub(crate) fn prepare_forward_split(
     let buf = |t: TensorId| &store.buffers[t.0];
     let rows = x.rows.at(store.max_batch);
     let (id, (gx, gy)) = forward_kernel(kernels, ctx, rows, y.cols, false);
-    if id != KernelId::LinearForwardTiled || tiles.tiled_splits < 2 {
+    if id != KernelId::LinearForwardTiled || tiles.k_splits < 2 {
         return Err(LayersError::Spec(format!("only linear_forward_tiled splits its k loop (2 ways or more), not {}", id.name())));
     }
     // On the tensor cores where the products take f16 inputs: the same partial sums, its own grid.
@@ -285,15 +285,15 @@ pub(crate) fn prepare_forward_split(
     } else {
         (id, (gx, gy), KERNEL_FORWARD_SPLIT)
     };
-    check_groups(ctx, name, gx.max(gy).max(tiles.tiled_splits as usize))?;
+    check_groups(ctx, name, gx.max(gy).max(tiles.k_splits as usize))?;
     let uniform = store.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: tiles.tiled_splits },
+        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: tiles.k_splits },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
     let bound = [(0, buf(x.tensor)), (1, buf(params)), (2, partials), (3, store.batch_uniform), (4, &uniform)];
     let bind_group = store.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
-    Ok(Dispatch::Kernel { pipeline, bind_group, groups: (gx as u32, gy as u32, tiles.tiled_splits), opt_uniform: None })
+    Ok(Dispatch::Kernel { pipeline, bind_group, groups: (gx as u32, gy as u32, tiles.k_splits), opt_uniform: None })
 }
 

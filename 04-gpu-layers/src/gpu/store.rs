@@ -143,7 +143,7 @@ impl GpuStore {
             if let Planned::SplitForward(i) = *p
                 && let Op::LinearForward { y, .. } = ops[i]
             {
-                let bytes = 4 * (kernels.tiles().tiled_splits as usize * max_batch * y.cols) as u64;
+                let bytes = 4 * (kernels.tiles().k_splits as usize * max_batch * y.cols) as u64;
                 partials.insert(i, self.manager.storage(ctx, "partial sums of a forward split over k", bytes)?);
             }
         }
@@ -179,7 +179,7 @@ impl GpuStore {
     /// The SPLIT form of [`GpuStore::add_gathered_tape`], where it applies: `ops` must plan to
     /// two dispatches, a gathering `forward_output` and a two-layer `linear_update` whose first
     /// layer is the merged forward's, and the tiles and the device must allow it
-    /// ([`FusedTiles::splits`]); else `None`. Each update then also writes the next batch's
+    /// ([`FusedTiles::runs_split_step`]); else `None`. Each update then also writes the next batch's
     /// partial sums of `x W1` (`shaders/linear_update_next.wgsl`) and the forward only adds
     /// them up; a prologue writes the first batch's. Record it with [`GpuStore::record_steps`].
     pub fn add_split_tape(
@@ -205,7 +205,7 @@ impl GpuStore {
             ref op => op.clone(),
         };
         let first_layer = matches!(&update, Op::LinearUpdate { first, second: Some(_), .. } if first.params == *params && first.x.tensor == x.tensor);
-        if !tiles.splits(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
+        if !tiles.runs_split_step(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
             return Ok(None);
         }
         let k_tiles = (x.cols + 1).div_ceil(tiles.update_t as usize);

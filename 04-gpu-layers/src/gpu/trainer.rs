@@ -249,7 +249,7 @@ impl GpuTrainer {
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself
     /// (and keeps it in [`GpuTrainer::input`] and [`GpuTrainer::labels`] for the rest of the
     /// step): one dispatch per step fewer than a gather kernel plus [`GpuTrainer::record_step`].
-    /// Where it applies (one merged hidden layer, [`FusedTiles::splits`]), the training
+    /// Where it applies (one merged hidden layer, [`FusedTiles::runs_split_step`]), the training
     /// tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuStore::add_split_tape`];
     /// record ranges of steps with [`GpuTrainer::record_gathered_steps`]).
     /// Errors unless [`GpuTrainer::can_gather`].
