@@ -1,4 +1,4 @@
-//! Times each fast CPU op of `cpu_fast.rs` on the MNIST step's shapes (784-128-10, batch 64):
+//! Times each fast CPU op of `cpu/fast.rs` on the MNIST step's shapes (784-128-10, batch 64):
 //! min / p10 / median of many short runs, on rayon's pool (`RAYON_NUM_THREADS=1` for one thread).
 
 use std::time::Instant;

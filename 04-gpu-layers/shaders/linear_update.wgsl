@@ -29,7 +29,7 @@
 // the rows are in linear_update_rows.wgsl.
 
 // T (the tile side the host divides by), UPD_B (an invocation's block side: 4 or 8), UPDATE_BATCH_SLICES
-// (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/wgsl.rs,
+// (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/tiles.rs,
 // `FusedTiles`).
 const TQ: u32 = T / 4u;                  // 4-wide quads along a tile side
 const BQ: u32 = UPD_B / 4u;              // quads along an invocation's block side

@@ -8,20 +8,25 @@
 //!   the GPU), `mse`, `column_sum` (parallel reduction), `sgd`, `adam`. Fused layer kernels:
 //!   `linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`.
 //! - [`wgsl`]: the Rust <-> WGSL contract: the constants both sides share (generated into every
-//!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct.
-//! - [`cpu`]: the CPU twin of every kernel, same names and shapes.
+//!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct. The fused kernels' tile
+//!   sizes are [`FusedTiles`] (`tiles.rs`); what each kernel needs of a device, the sizes fitted
+//!   to it ([`DeviceFit`]) and which kernel an op runs there are `routing.rs`'s; the variants
+//!   `--sweep` times are [`sweep_variants`].
+//! - [`cpu`]: the CPU reference of every kernel (`cpu::reference`, same names and shapes), the
+//!   fast CPU path the CPU trainer runs (`cpu::fast`), the [`CpuStore`] and the [`CpuTrainer`].
 //! - [`tape`]: the tensor ops ([`Op`]) both devices implement. A tape is a hand-written list of
 //!   them (not automatic differentiation).
 //! - [`sequential`]: the layers a user chooses ([`Layer`]: `Linear`, ReLU, tanh, sigmoid, GELU,
 //!   `Dropout(p)`, `Flatten`), the [`Loss`] (softmax cross-entropy or MSE) and a text form
 //!   (`784-256-relu-dropout0.2-10`); [`NetworkSpec`] checks a list's shapes.
-//! - [`network`]: the layers as op emitters ([`Linear`], [`ActivationLayer`], [`DropoutLayer`],
-//!   [`SoftmaxCrossEntropy`], [`MeanSquaredError`]) and the [`Network`] (our `Sequential`) that
-//!   writes a training step as a tape of ops, composed from primitives or [`Fusion::Fused`].
-//! - Running a tape: [`CpuTape`] (`cpu_tape.rs`, op by op through `cpu_dispatch.rs`) and
-//!   [`GpuTape`] (`gpu_tape.rs`; each op prepared once as a dispatch by `gpu_dispatch.rs`, with
-//!   the [`BufferManager`], then only recorded).
-//! - [`CpuTrainer`] (the reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
+//! - `layers.rs`: the layers as op emitters ([`Linear`], [`ActivationLayer`], [`DropoutLayer`],
+//!   [`SoftmaxCrossEntropy`], [`MeanSquaredError`]); `network.rs`: the [`Network`] (our
+//!   `Sequential`) that writes a training step as a tape of ops, composed from primitives or
+//!   [`Fusion::Fused`].
+//! - Running a tape: [`CpuStore`] (`cpu/store.rs`, op by op through `cpu/run_op.rs`) and
+//!   [`GpuStore`] (`gpu/store.rs`; each op prepared once as a dispatch (`gpu/dispatch.rs`) by
+//!   `gpu/prepare*.rs`, with the [`BufferManager`], then only recorded).
+//! - [`CpuTrainer`] (the CPU reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
 //!
 //! On the GPU a training loop looks like this (stage 05's batches are gathered from byte images
 //! on the GPU by the first dispatch itself, [`GpuTrainer::add_gathered`], and recorded a range

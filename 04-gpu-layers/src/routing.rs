@@ -252,7 +252,7 @@ impl FusedTiles {
     }
 
     /// Whether an `OutputLayer` on `inputs` columns of `h` with `classes` classes runs
-    /// `output_wide`: at least [`FusedTiles::wide_min`] inputs, at most [`OUTPUT_WIDE_CLASSES`]
+    /// `output_wide`: at least [`FusedTiles::wide_min`] inputs, at most [`crate::wgsl::OUTPUT_WIDE_CLASSES`]
     /// classes, on a device that allows its invocations and workgroup memory
     /// ([`FusedTiles::output_wide_needs`]; not WebGPU's default 16 KiB).
     pub fn output_wide(&self, inputs: usize, classes: usize, limits: &wgpu::Limits) -> bool {

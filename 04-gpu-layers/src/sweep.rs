@@ -32,7 +32,8 @@ use gpu_layers::{
 };
 use gpu_matmul::Kernel;
 
-use crate::{AnyError, Args, ConcatData, SplitRun, dispatches_alone};
+use crate::args::{AnyError, Args};
+use crate::bench::{ConcatData, SplitRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
@@ -83,7 +84,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     );
     let mut default_kernels = None;
     let picked = |what: &str| what == "default" || args.variants.is_empty() || args.variants.iter().any(|v| what.contains(v.as_str()));
-    let precision = crate::precision(args);
+    let precision = crate::bench::precision(args);
     for (what, tiles) in gpu_layers::sweep_variants().into_iter().filter(|(what, _)| picked(what)) {
         let kernels = Kernels::with_options(tiles, precision);
         let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
@@ -93,7 +94,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         cpu.train_step(&x, &labels)?;
         if kernels.coop_on(ctx) {
             // f16 inputs: the whole gradient, as --bench checks it.
-            crate::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+            crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
         } else {
             common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
                 .map_err(|e| format!("{what}: a step differs from the CPU: {e}"))?;
@@ -215,7 +216,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                     gpu.train_steps(ctx, 1)?;
                     cpu.train_step(&x, &labels)?;
                     let what = format!("{hidden} x {batch} tensor cores");
-                    crate::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+                    crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
                 }
                 gpu.train_steps(ctx, steps)?; // warm-up
                 let mut t: Vec<f64> = (0..reps)

@@ -74,7 +74,7 @@ pub struct FusedTiles {
     /// `linear_forward_tiled`: slices of each k round (`FT_S`: 1, 2, 4 or 8, at most `FT_K / 4`).
     pub tiled_s: u32,
     /// An `OutputLayer` on an `h` of at least this many columns, with at most
-    /// [`OUTPUT_WIDE_CLASSES`] classes, runs `output_wide` (each invocation holds a few columns
+    /// [`crate::wgsl::OUTPUT_WIDE_CLASSES`] classes, runs `output_wide` (each invocation holds a few columns
     /// of `h` and all classes) instead of `output_layer`, where the device allows it
     /// ([`FusedTiles::output_wide`]); `u32::MAX`: never.
     pub wide_min: u32,
@@ -176,7 +176,7 @@ impl FusedTiles {
     /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
     /// merged `forward_output` uses neither.
     /// A network with a layer of at least `tiled_min` outputs at `max_batch` rows (a tiled
-    /// forward) takes [`FusedTiles::WIDE`].
+    /// forward) takes `FusedTiles::WIDE`.
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
         let d = FusedTiles::DEFAULT;
         if shapes.iter().any(|&(_, outputs)| (max_batch * outputs) as u64 >= d.tiled_min as u64) {

@@ -328,7 +328,7 @@ pub(crate) struct MseParams {
     pub _pad: [u32; 2],
 }
 
-/// `(WGSL struct name, size of the Rust twin)` for every uniform struct, for the layout test.
+/// `(WGSL struct name, size of the Rust struct)` for every uniform struct, for the layout test.
 #[cfg(test)]
 pub(crate) const UNIFORMS: [(&str, usize); 16] = [
     ("Batch", size_of::<Batch>()),
@@ -368,7 +368,7 @@ mod tests {
             for (handle, ty) in module.types.iter() {
                 let Some(name) = ty.name.as_deref() else { continue };
                 if let Some(&(_, size)) = UNIFORMS.iter().find(|(n, _)| *n == name) {
-                    assert_eq!(layouter[handle].size as usize, size, "{}: WGSL struct {name} vs its Rust twin", id.name());
+                    assert_eq!(layouter[handle].size as usize, size, "{}: WGSL struct {name} vs its Rust struct", id.name());
                     seen.insert(name.to_string());
                 }
             }

@@ -362,7 +362,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
             let mut c = CpuTrainer::with_fusion(spec, opt, max_batch, 3, fusion).unwrap();
             c.train_step(&x32, &labels).unwrap();
             computed.push((format!("CPU {fusion:?}"), c.gradients()));
-            // The masks of the first step, from the CPU twin of the dropout kernel: the dropout
+            // The masks of the first step, from the CPU reference of the dropout kernel: the dropout
             // at layer position i drew the mask of the op whose seed belongs to it.
             let dropouts = c.network().train.iter().filter_map(|op| match op {
                 Op::Dropout { seed, p, .. } => Some((*seed, *p)),

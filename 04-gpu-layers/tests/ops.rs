@@ -1,4 +1,4 @@
-//! Every op (kernel) on the GPU against its CPU twin, on random inputs and awkward shapes
+//! Every op (kernel) on the GPU against its CPU reference, on random inputs and awkward shapes
 //! (1, 17, 63, 65, 129 x 257, non-square), with outputs poisoned first and the rows past a
 //! smaller batch checked to stay untouched.
 
@@ -513,7 +513,7 @@ fn linear_update_fused_one_and_two_layers() {
 /// cooperative matrices (lavapipe has none: the test says so and checks that the kernel is
 /// refused there). The shapes of `linear_update`, and 784-1024-10 in batches of 256 and 96
 /// (rounds of 32 rows, a short last one); inputs rounded to values f16 holds exactly, so the
-/// CPU twin's f32 sums are the reference within the f32 tolerance.
+/// CPU reference's f32 sums are the reference within the f32 tolerance.
 #[test]
 fn linear_update_on_the_tensor_cores() {
     if !runs_on_this_adapter(KernelId::LinearUpdateCoop) {
@@ -737,7 +737,7 @@ fn a_forward_split_over_k_and_output_wide_adding_it_up() {
 /// inputs, where the adapter has cooperative matrices; lavapipe has none, and the test says so
 /// and checks only that the kernel is refused there). Every input is first rounded to a value
 /// f16 holds exactly, so the kernel's own rounding changes nothing, each product of two f16
-/// values is exact in f32, and the CPU twin's f32 sums are the reference within the f32
+/// values is exact in f32, and the CPU reference's f32 sums are the reference within the f32
 /// tolerance: a wrong fragment, tile, round or split fails by far more. Tiles of 64 x 64,
 /// 32 x 32 and 32 x 64, with each way of loading the inputs (`FusedTiles::coop_loads`).
 #[test]

@@ -156,8 +156,8 @@ fn dropout_is_off_at_evaluation_and_prediction() {
     let (a, b) = (&results[0], &results[1]);
     assert_eq!((a.0, a.1), (b.0, b.1), "metrics with and without dropout layers");
     common::assert_same(&a.2.data, &b.2.data);
-    // On the CPU the two networks take different code: with dropout layers the composed twins
-    // of cpu.rs, without them the fused ops of cpu_fast.rs, whose AVX-512 register tiles sum in
+    // On the CPU the two networks take different code: with dropout layers the composed CPU
+    // references of cpu/reference.rs, without them the fast CPU path of cpu/fast.rs, whose AVX-512 register tiles sum in
     // another order: 1 ulp on 47 of 85 probabilities on an AVX-512 Xeon, where this test used to
     // compare bits. Dropout left on at p = 0.5 would change them by far more.
     common::assert_close(&a.3.data, &b.3.data, 1e-6, 1e-7);
@@ -628,7 +628,7 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
             e.set_batch(ctx, 16.min(n - 16 * s)).unwrap();
             ctx.submit_pass("evaluator", |pass| e.record_gathered_eval(eval, s, pass));
         }
-        // The CPU twin in its batches of 8 (the sums do not depend on the batching).
+        // The CPU reference in its batches of 8 (the sums do not depend on the batching).
         for s in 0..n.div_ceil(batch) {
             let (x, labels) = eval_bytes.batch(s, batch, inputs);
             c.eval_batch(&x, &labels).unwrap();

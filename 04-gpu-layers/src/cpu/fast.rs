@@ -1,10 +1,11 @@
-//! The CPU trainer's fused ops, written for speed: the same math as the fused twins in `cpu.rs`
-//! (which stay the plain reference, compositions of the primitive twins), in one pass each, with
+//! The fast CPU path: the CPU trainer's fused ops, written for speed, the same math as the fused
+//! CPU references in `reference.rs` (which stay the plain reference, compositions of the primitive
+//! ones), in one pass each, with
 //! no allocation per step, register-tiled products and threads only where they pay.
 //!
 //! A training step of 784-128-10 at batch 64 is two products of 6.4 M multiply-adds
 //! (`x W₁` and `xᵀ dh`) and a few small ones: about 26 MFLOP, a quarter of a millisecond for one
-//! core running AVX-512 at half its peak. The twins spend more than that around the arithmetic:
+//! core running AVX-512 at half its peak. The CPU references spend more than that around the arithmetic:
 //! they copy both operands into new matrices for stage 02's `matmul`, pack them into panels, and
 //! then walk the result again for the bias, again for the activation, again for the column sums
 //! and again for the optimizer. Here:
@@ -39,7 +40,6 @@ use crate::{Activation, Optimizer};
 /// VM: waking the second rayon worker and joining it costs 5-15 µs; the MNIST layer products
 /// (12.8 MFLOP, ~80 µs on one core) gain from it, the output layer's (0.16 MFLOP) lose.
 pub const PARALLEL_MIN_FLOPS: usize = 4 << 20;
-
 
 /// The vector instructions the CPU trainer uses on this machine, for reports: "avx512",
 /// "avx2+fma" or "portable".
@@ -252,7 +252,7 @@ mod tests {
         (0..n).map(|_| rng.random_range(lo..1.0)).collect()
     }
 
-    /// Sums of `k` terms of size ~1 in another order than the twins: f32 rounding, about
+    /// Sums of `k` terms of size ~1 in another order than the CPU references: f32 rounding, about
     /// k * 2^-24 at worst; a missing or doubled term (~1e-2) fails.
     fn tol(k: usize) -> (f64, f64) {
         (1e-4, 2e-6 * k.max(1) as f64)
@@ -262,7 +262,7 @@ mod tests {
         [(1, 1, 1), (17, 63, 65), (64, 784, 128), (3, 129, 257), (65, 17, 10), (63, 1, 33), (8, 32, 32), (129, 40, 7)];
 
     #[test]
-    fn forward_matches_the_twin() {
+    fn forward_matches_the_reference() {
         for (s, &(rows, inputs, outputs)) in SHAPES.iter().enumerate() {
             for act in [None, Some(Activation::Relu), Some(Activation::Tanh), Some(Activation::Sigmoid)] {
                 let x = random(rows * inputs, -1.0, s as u64);
@@ -278,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn backward_input_matches_the_twin() {
+    fn backward_input_matches_the_reference() {
         for (s, &(rows, inputs, outputs)) in SHAPES.iter().enumerate() {
             for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
                 let dy = random(rows * outputs, -1.0, s as u64);
@@ -294,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn update_matches_the_twins_for_sgd_and_adam() {
+    fn update_matches_the_references_for_sgd_and_adam() {
         for (s, &(rows, inputs, outputs)) in SHAPES.iter().enumerate() {
             for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(0.01)] {
                 let count = (inputs + 1) * outputs;
@@ -319,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn output_layer_matches_the_twin_in_every_mode() {
+    fn output_layer_matches_the_reference_in_every_mode() {
         for (s, &(rows, inputs, classes)) in SHAPES.iter().enumerate() {
             for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
                 let h = random(rows * inputs, 0.0, s as u64);

@@ -100,7 +100,7 @@ impl GpuStore {
 
     /// Prepares `ops` (pipelines, uniforms, bind groups, workgroup counts) for recording. A
     /// `LinearForward` followed by the `OutputLayer` that reads its output becomes ONE
-    /// `forward_output` dispatch where [`FusedTiles::merges`] allows ([`plan`] lists them).
+    /// `forward_output` dispatch where [`crate::FusedTiles::merges`] allows ([`crate::plan`] lists them).
     pub fn add_tape(&mut self, ctx: &GpuContext, kernels: &Kernels, ops: &[Op]) -> Result<TapeId, LayersError> {
         let dispatches = self.prepare_all(ctx, kernels, ops, None)?;
         self.push_tape(ctx, dispatches)
@@ -179,7 +179,7 @@ impl GpuStore {
     /// The SPLIT form of [`GpuStore::add_gathered_tape`], where it applies: `ops` must plan to
     /// two dispatches, a gathering `forward_output` and a two-layer `linear_update` whose first
     /// layer is the merged forward's, and the tiles and the device must allow it
-    /// ([`FusedTiles::runs_split_step`]); else `None`. Each update then also writes the next batch's
+    /// ([`crate::FusedTiles::runs_split_step`]); else `None`. Each update then also writes the next batch's
     /// partial sums of `x W1` (`shaders/linear_update_next.wgsl`) and the forward only adds
     /// them up; a prologue writes the first batch's. Record it with [`GpuStore::record_steps`].
     pub fn add_split_tape(
