@@ -1,28 +1,5 @@
-//! Running an op on the CPU: [`run_op`] runs each [`Op`] of a tape on a [`CpuStore`], as
-//! `gpu/prepare.rs` prepares it on the GPU. Each primitive op calls its CPU reference in
-//! `reference.rs` on the live rows (`B`, the current batch) of the tensors it names, and the loss
-//! ops add to the counters as the kernels do with atomics. The fused ops run the fast CPU path
-//! (`fast.rs`: one pass, no allocation, threads where they pay), whose tests check it against
-//! the fused CPU references, the compositions of the primitives.
-//!
-//! | op | CPU reference (`reference.rs`) | reads | writes |
-//! |---|---|---|---|
-//! | `Matmul` | `matmul` (stage 02's best kernel) | a, b | out |
-//! | `BiasAdd` | `bias_add` | y, bias | y |
-//! | `Activate` | `activation_forward` | y | y |
-//! | `ActivateBackward` | `activation_backward` | dy, y | dy |
-//! | `SoftmaxCrossEntropy` | `softmax_cross_entropy` | logits, labels | out, counters |
-//! | `ColumnSum` | `column_sum` | x | out |
-//! | `Update` | `update` (`sgd` / `adam`) | grads, counters (step) | params, state |
-//! | `LinearForward` | `fast::linear_forward` (reference `linear_forward`) | x, params | y |
-//! | `OutputLayer` | `fast::output_layer` (reference `output_layer`) | h, params, labels | out, dh, counters |
-//! | `LinearBackwardInput` | `fast::linear_backward_input` (reference `linear_backward_input`) | dy, params, h | dx |
-//! | `LinearUpdate` | `fast::linear_update` per layer (references `linear_grads`, then `update`) | x, dy, counters (step) | grads, params, state |
-//! | `ActivateCopy` | `activation_copy_forward` | x | y |
-//! | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | dy |
-//! | `Dropout` | `dropout_forward` | x, counters (step) | y, mask |
-//! | `DropoutBackward` | `dropout_backward` | dy, mask | dy |
-//! | `MeanSquaredError` | `mse` | y, labels | out, counters |
+//! Running an op on the CPU: [`run_op`] runs each [`Op`] of a tape on a [`CpuStore`] with its CPU
+//! reference (`reference.rs`) or, for the fused ops, the fast CPU path (`fast.rs`).
 
 use crate::cpu::store::CpuStore;
 use crate::cpu::{fast, reference as cpu};
@@ -37,7 +14,31 @@ impl CpuStore {
     }
 }
 
-/// Runs one op on `store`'s tensors (see the table above).
+/// Runs one op of a tape on `store`'s tensors, as
+/// `gpu/prepare.rs` prepares it on the GPU. Each primitive op calls its CPU reference in
+/// `reference.rs` on the live rows (`B`, the current batch) of the tensors it names, and the loss
+/// ops add to the counters as the kernels do with atomics. The fused ops run the fast CPU path
+/// (`fast.rs`: one pass, no allocation, threads where they pay), whose tests check it against
+/// the fused CPU references, the compositions of the primitives.
+///
+/// | op | CPU reference (`reference.rs`) | reads | writes |
+/// |---|---|---|---|
+/// | `Matmul` | `matmul` (stage 02's best kernel) | a, b | out |
+/// | `BiasAdd` | `bias_add` | y, bias | y |
+/// | `Activate` | `activation_forward` | y | y |
+/// | `ActivateBackward` | `activation_backward` | dy, y | dy |
+/// | `SoftmaxCrossEntropy` | `softmax_cross_entropy` | logits, labels | out, counters |
+/// | `ColumnSum` | `column_sum` | x | out |
+/// | `Update` | `update` (`sgd` / `adam`) | grads, counters (step) | params, state |
+/// | `LinearForward` | `fast::linear_forward` (reference `linear_forward`) | x, params | y |
+/// | `OutputLayer` | `fast::output_layer` (reference `output_layer`) | h, params, labels | out, dh, counters |
+/// | `LinearBackwardInput` | `fast::linear_backward_input` (reference `linear_backward_input`) | dy, params, h | dx |
+/// | `LinearUpdate` | `fast::linear_update` per layer (references `linear_grads`, then `update`) | x, dy, counters (step) | grads, params, state |
+/// | `ActivateCopy` | `activation_copy_forward` | x | y |
+/// | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | dy |
+/// | `Dropout` | `dropout_forward` | x, counters (step) | y, mask |
+/// | `DropoutBackward` | `dropout_backward` | dy, mask | dy |
+/// | `MeanSquaredError` | `mse` | y, labels | out, counters |
 pub(crate) fn run_op(store: &mut CpuStore, op: &Op) -> Result<(), LayersError> {
     let b = store.batch;
     let inv_rows = 1.0 / b as f32;
