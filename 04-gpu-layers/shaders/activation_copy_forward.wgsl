@@ -1,17 +1,10 @@
 // activation_copy_forward.wgsl: y = act(x) into a SEPARATE tensor, for the live rows.
 // x, y: [batch, cols].
 //
-// The out-of-place twin of activation_forward.wgsl. The network uses it where the in-place form
+// The out-of-place form of activation_forward.wgsl. The network uses it where the in-place form
 // would lose something the backward pass needs: GELU's derivative needs the input x (GELU is not
 // monotonic, so its output does not determine it), and an activation stacked on another
 // activation's output must not overwrite the output the lower one's backward reads.
-
-struct ActivationParams {
-    cols: u32,
-    act: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;

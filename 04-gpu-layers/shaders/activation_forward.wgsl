@@ -3,13 +3,6 @@
 // In place because nothing needs the pre-activation afterwards: the backward pass writes the
 // derivative with the output (activate_grad in common.wgsl).
 
-struct ActivationParams {
-    cols: u32,
-    act: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read_write> y: array<f32>;
 @group(0) @binding(1) var<uniform> batch: Batch;
 @group(0) @binding(2) var<uniform> p: ActivationParams;

@@ -1,7 +1,7 @@
 // bias_add.wgsl: y[r, c] += bias[c] for every live row r: the bias is broadcast over the rows.
 //
 // y: [batch, cols] row-major. The bias sits inside the layer's parameter tensor at `offset` (the
-// last row of the augmented weight matrix [(in + 1), out], see src/network.rs). One invocation
+// last row of the augmented weight matrix [(in + 1), out], see src/layers.rs). One invocation
 // per element; `i % cols` picks the bias, so neighbouring invocations read neighbouring biases.
 
 struct BiasAddParams {

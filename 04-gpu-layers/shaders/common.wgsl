@@ -1,6 +1,6 @@
 // common.wgsl: the pieces every kernel of this stage shares. The Rust side prepends this file to
 // each kernel's source (WGSL has no #include), so the activation and optimizer formulas are
-// written once for all kernels, like their CPU twins in src/cpu.rs.
+// written once for all kernels, like their CPU references in src/cpu/reference.rs.
 //
 // Before this file comes a prelude that src/wgsl.rs generates from the Rust definitions: the
 // workgroup sizes the host divides by (WG, ROW_WG, and each kernel's tile), MAX_CLASSES, and the

@@ -3,7 +3,7 @@
 // Each element draws its own random number from a HASH of (layer seed, training step, element
 // index): a counter-based generator. There is no generator state to advance, so every invocation
 // computes its number independently, a step needs no CPU work (the step count is read from the
-// counters, where the loss kernels count it), and the CPU twin (cpu::dropout_forward) computes
+// counters, where the loss kernels count it), and the CPU reference (cpu::reference::dropout_forward) computes
 // exactly the same numbers, so both devices drop the same units. The decision compares integers:
 // dropped when the hash is below threshold = floor(p * 2^32). Kept units are scaled by
 // 1 / (1 - p), so the layer is the identity in expectation and evaluation needs no rescaling

@@ -22,7 +22,7 @@
 @group(0) @binding(8) var<storage, read_write> x_out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> labels_out: array<u32>;
 
-// X_SHARED (from the prelude, chosen for the device: wgsl.rs, DeviceFit): floats of input rows
+// X_SHARED (from the prelude, chosen for the device: routing.rs, DeviceFit): floats of input rows
 // staged; TR * in must fit
 var<workgroup> xs: array<f32, X_SHARED>;
 var<private> staged: bool;

@@ -16,7 +16,7 @@
 //
 // The host merges a LinearForward and the OutputLayer that reads its output into this kernel
 // when the hidden layer has at most TN x CB columns and the device allows the workgroup (see
-// gpu_tape.rs); otherwise the two run as before. The input comes from forward_input.wgsl (x) or
+// gpu/plan.rs); otherwise the two run as before. The input comes from forward_input.wgsl (x) or
 // forward_input_gather.wgsl (the batch gathered from byte images), like linear_forward's.
 // Phase 1 has two forms: the k loop (forward_k_loop.wgsl), or, in the split step, the sum of
 // the partial products the previous step's linear_update wrote (forward_split_sums.wgsl).
@@ -47,7 +47,7 @@ struct ForwardOutputParams {
 @group(0) @binding(14) var<storage, read_write> counters: array<atomic<u32>>;
 
 // TN, KS, TR, CB, U, OUT_WG (= TN x KS), OUT_SLICES, W_SHARED and OUT_Z_SHARED (= TR x the most
-// classes) come from the prelude (src/wgsl.rs, `FusedTiles::merged_*`).
+// classes) come from the prelude (src/tiles.rs, `FusedTiles::merged_*`).
 var<workgroup> scratch: array<f32, SCRATCH>; // [KS][TR][TN * CB] partial sums, then the logits' slices
 var<workgroup> h_sh: array<f32, TR * TN * CB>; // [TR][inputs]
 var<workgroup> w_sh: array<f32, W_SHARED>;

@@ -14,9 +14,9 @@
 // bias and activation are applied on the way out. Lanes of a subgroup run along the columns:
 // their weight reads are contiguous, and their x reads are one value broadcast to all.
 //
-// TN, KS, TR and U come from the prelude (src/wgsl.rs, `FusedTiles`): `gpu-layers --sweep`
+// TN, KS, TR and U come from the prelude (src/tiles.rs, `FusedTiles`): `gpu-layers --sweep`
 // times the combinations; on a device that allows fewer invocations per workgroup than TN x KS
-// (WebGPU's default is 256), `FusedTiles::fitted` halves KS until they fit (src/wgsl.rs,
+// (WebGPU's default is 256), `FusedTiles::fitted` halves KS until they fit (src/routing.rs,
 // `DeviceFit`). Every loop over them has a constant trip count, which the shader
 // compiler unrolls, so the arrays below live in registers.
 

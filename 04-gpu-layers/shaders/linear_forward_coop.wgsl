@@ -4,7 +4,7 @@
 // x: [batch, in] f32, params: [(in + 1), out] f32 (W row-major, then b: not read here) ->
 // y: [k_split][batch][out] f32, the sum over workgroup z's share of k of x[row][k] W[k][col].
 //
-// The f32 twin is linear_forward_tiled.wgsl's split form: the same grid semantics (workgroup z
+// The f32 counterpart is linear_forward_tiled.wgsl's k split form: the same grid semantics (workgroup z
 // takes rounds z * ceil(rounds / k_split) .. of k), the same output, the same output_wide above
 // it. What changes is who multiplies. There, every invocation runs 4 x 4 f32 multiply-adds per
 // value of k; here, stage 03's kernel 08 shows the way (cooperative matrices, one subgroup per
@@ -36,8 +36,8 @@
 // Precision: each input is rounded to f16 (a relative 2^-11; values beyond f16's range, 65504,
 // become infinities, which the trainer's NaN check reports), products and sums are f32. Needs
 // cooperative matrices with 16 x 16 x 16 f16 inputs and f32 results, and subgroups of 32 (the
-// host checks: gpu_matmul::coop_support); `enable` lines are prepended by src/kernels.rs.
-// CF_M, CF_N and COOP_LOADS come from the prelude (src/wgsl.rs, `FusedTiles::coop_m`, `coop_n`,
+// host checks: gpu_matmul::coop_support); `enable` lines are prepended by src/gpu/kernels.rs.
+// CF_M, CF_N and COOP_LOADS come from the prelude (src/tiles.rs, `FusedTiles::coop_m`, `coop_n`,
 // `coop_loads`).
 
 // x and params as vec4 (every tensor's buffer is a whole number of 16-byte quads), read in one

@@ -29,7 +29,7 @@
 //   (no bias, no activation) to y[z][row][col]; output_wide adds them up. k_split times the
 //   workgroups, each walking 1 / k_split of the rounds.
 //
-// FT_M, FT_N, FT_K and FT_S come from the prelude (src/wgsl.rs, `FusedTiles`).
+// FT_M, FT_N, FT_K and FT_S come from the prelude (src/tiles.rs, `FusedTiles`).
 // `FusedTiles::tiled_min` decides which layers run this kernel instead of linear_forward.
 
 // `p` is the layer's LinearParams (common.wgsl).

@@ -9,16 +9,16 @@
 // Each workgroup owns a T x T tile of one layer's parameters (workgroups 0..b.first_group are
 // layer a's tiles, the rest layer b's). The batch is the reduction dimension. Its rows are
 // staged in workgroup memory, UPD_R at a time (64: all of an MNIST batch in one round), by all
-// invocations at once: one round of loads, coalesced along k and j. The invocations are UPD_RS
+// invocations at once: one round of loads, coalesced along k and j. The invocations are UPDATE_BATCH_SLICES
 // slices of the batch times a grid of UPD_B x UPD_B parameter blocks (T = 32, UPD_B = 4: an
-// 8 x 8 grid of 4 x 4 blocks, 64 x UPD_RS invocations): each invocation sums every UPD_RS-th
+// 8 x 8 grid of 4 x 4 blocks, 64 x UPDATE_BATCH_SLICES invocations): each invocation sums every UPDATE_BATCH_SLICES-th
 // row for its block (UPD_B / 4 vec4 of x and of dy per row, UPD_B^2 multiply-adds), then the
 // slices' partial sums meet in workgroup memory and each invocation moves T^2 / invocations
 // parameters. An 8 x 8 block (UPD_B = 8) does 64 multiply-adds per 4 loads of workgroup memory
 // instead of 16 per 2, for wide layers in big batches; its 4 x 4 quads are strided (quads
 // bk, bk + T / 8 along k, the same along j), so that neighbouring invocations read neighbouring
 // vec4 of the staged rows. Splitting the batch over slices shortens each chain of
-// dependent multiply-adds UPD_RS times; `gpu-layers --sweep` times UPD_RS = 1, 2, 4, 8. With
+// dependent multiply-adds UPDATE_BATCH_SLICES times; `gpu-layers --sweep` times UPDATE_BATCH_SLICES = 1, 2, 4, 8. With
 // UPD_PRE = 1 the parameters and their optimizer state are loaded at the start, while the rows
 // are staged, because they do not depend on the gradient; with UPD_PRE = 0 they are loaded at
 // the end, which keeps those registers free during the rounds. Putting both layers in one dispatch saves a
@@ -28,18 +28,18 @@
 // tile (else linear_update_next_none.wgsl: nothing). The uniform, the bindings and the loads of
 // the rows are in linear_update_rows.wgsl.
 
-// T (the tile side the host divides by), UPD_B (an invocation's block side: 4 or 8), UPD_RS
-// (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/wgsl.rs,
+// T (the tile side the host divides by), UPD_B (an invocation's block side: 4 or 8), UPDATE_BATCH_SLICES
+// (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/tiles.rs,
 // `FusedTiles`).
 const TQ: u32 = T / 4u;                  // 4-wide quads along a tile side
 const BQ: u32 = UPD_B / 4u;              // quads along an invocation's block side
 const TB: u32 = T / UPD_B;               // blocks along a tile side
-const THREADS: u32 = TB * TB * UPD_RS;   // invocations per workgroup
+const THREADS: u32 = TB * TB * UPDATE_BATCH_SLICES;   // invocations per workgroup
 const PER_THREAD: u32 = T * T / THREADS; // parameters each invocation moves at the end
 
 // x rows (k0..k0+T) in the first half, dy rows (j0..j0+T) in the second, as vec4 quads; after
-// the last round the slices' partial sums: [UPD_RS][T][TQ] vec4 (slice, k, quad of j).
-var<workgroup> sh: array<vec4<f32>, max(2u * UPD_R * TQ, UPD_RS * TQ * TQ * 4u)>;
+// the last round the slices' partial sums: [UPDATE_BATCH_SLICES][T][TQ] vec4 (slice, k, quad of j).
+var<workgroup> sh: array<vec4<f32>, max(2u * UPD_R * TQ, UPDATE_BATCH_SLICES * TQ * TQ * 4u)>;
 
 // A parameter with its optimizer state, read before its gradient is known.
 struct Param {
@@ -160,7 +160,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             sh[UPD_R * TQ + i] = dq[m];
         }
         workgroupBarrier();
-        for (var rr = s; rr < UPD_R; rr += UPD_RS) {
+        for (var rr = s; rr < UPD_R; rr += UPDATE_BATCH_SLICES) {
             var xv: array<vec4<f32>, BQ>;
             var dv: array<vec4<f32>, BQ>;
             for (var a = 0u; a < BQ; a++) {
@@ -196,7 +196,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let kk = e / T;
         let jj = e % T;
         var g = 0.0;
-        for (var t = 0u; t < UPD_RS; t++) {
+        for (var t = 0u; t < UPDATE_BATCH_SLICES; t++) {
             g += sh[(t * T + kk) * TQ + jj / 4u][jj % 4u];
         }
         var p = pre[m];

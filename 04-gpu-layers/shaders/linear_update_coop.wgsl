@@ -10,7 +10,7 @@
 // linear_update.wgsl gives each invocation a 4 x 4 block of parameters and sums the batch with
 // f32 multiply-adds: at 784-1024 in a batch of 256, 32 us on the H200. Here the batch sum is a
 // matmul whose reduction dimension is the batch, on the tensor cores (stage 03's kernel 08;
-// linear_forward_coop.wgsl is the forward's twin):
+// linear_forward_coop.wgsl is the forward's counterpart):
 //
 //   workgroup: UC_T x UC_T = 64 x 64 parameters      per round of UC_R = 32 rows of the batch:
 //   8 subgroups: 2 slices of the batch (rows 0-15    all 256 invocations copy x [32][64] and
@@ -33,7 +33,7 @@
 // (16 each, 256 spilled); after the rounds, 16 at a time 29.8 us, 4 at a time 27.5, one at a
 // time 31.4.
 //
-// UC_S = 1 (FusedTiles::coop_update_slices, a sweep variant) halves the workgroup: 4
+// UC_S = 1 (FusedTiles::coop_update_batch_slices, a sweep variant) halves the workgroup: 4
 // subgroups, each taking both 16-row halves of every round, 128 invocations of 32 parameters
 // each, one f32 gradient tile. The grid is the same. On the H200 at 784-1024 in a batch of 256
 // it took 40.4 us against 26.5 with two slices: 183 registers per invocation against 126, so
@@ -43,7 +43,7 @@
 // subnormal range, 6e-8, become 0, and an input beyond 65504 an infinity, which the trainer's
 // NaN check reports); sums, parameters and optimizer state stay f32. Needs cooperative matrices
 // (16 x 16 x 16, f16 inputs, f32 results) and subgroups of 32 (the host checks:
-// gpu_matmul::coop_support); src/kernels.rs prepends the `enable` lines. UC_T comes from the
+// gpu_matmul::coop_support); src/gpu/kernels.rs prepends the `enable` lines. UC_T comes from the
 // prelude (src/wgsl.rs: the host sizes the grid by it).
 
 // The uniform, layer a's buffers and the loads of the rows: linear_update_rows.wgsl; layer

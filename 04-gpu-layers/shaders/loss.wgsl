@@ -5,7 +5,7 @@
 // Adds one row's loss to the 64-bit fixed-point sum in counters[LO], counters[HI] (units of
 // 2^-20). WGSL atomics exist only for 32-bit integers, and a float compare-exchange loop makes
 // the rows of a batch queue up and retry on one address; integer adds never retry, and the
-// sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU twin
+// sum no longer depends on the order the rows arrive in, so it is reproducible and the CPU reference
 // computes exactly the same bits. The carry out of the low word is detected from the value
 // atomicAdd returns, so concurrent adds stay exact. A NaN or infinite loss (all exponent bits
 // set) or an absurd one (> 1e12) is counted instead, and take_metrics reports it. The test is on

@@ -6,7 +6,7 @@
 //
 // Train writes dL/dy to out and counts the step; eval and predict copy y to out. The loss sum,
 // correct count (first largest output == label) and rows go to the counters with the integer
-// atomics of softmax_row.wgsl (add_loss), so the sum is exact and matches the CPU twin (cpu::mse)
+// atomics of softmax_row.wgsl (add_loss), so the sum is exact and matches the CPU reference (cpu::reference::mse)
 // bit for bit. A row's work is tiny (a few classes), so one invocation per row is enough.
 
 struct MseParams {

@@ -26,7 +26,7 @@
 @group(0) @binding(0) var<storage, read> h: array<f32>;
 
 // OUT_WG (invocations) comes from the prelude; OUT_Z_SHARED too (the host divides
-// by it to pick rows_per_group). Also from the prelude, chosen for the device (wgsl.rs,
+// by it to pick rows_per_group). Also from the prelude, chosen for the device (routing.rs,
 // DeviceFit): W_SHARED floats of [W; b] and H_SHARED floats of the group's rows of h are staged
 // when they fit (4096 and 1024 where the device allows the ~25 KiB of workgroup memory this
 // kernel then takes; 2048 and 512 within WebGPU's default 16 KiB).

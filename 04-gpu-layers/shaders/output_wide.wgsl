@@ -19,7 +19,7 @@
 // at a clamped column for c >= classes and those logits are dropped, so no load sits behind a
 // branch. A layer wider than OW_WG x OW_KPI takes its k in several chunks (dh then reloads each).
 // Same math and the same order per class as output_rows.wgsl up to the order of the sum over k,
-// so the CPU twin is the same (cpu::output_layer).
+// so the CPU reference is the same (cpu::reference::output_layer).
 //
 // With p.sums = 1 it also finishes the layer below: that layer's linear_forward_tiled, split over
 // k into OW_SPLITS workgroups, wrote raw partial sums [split][batch][inputs] of x W, and each
@@ -35,7 +35,7 @@
 
 // From the prelude: OW_WG invocations, OW_KPI values of k per invocation per chunk, OW_C
 // classes in registers, OW_S slices per class in the reduction (OW_WG / OW_S loads each), and
-// OW_SPLITS slices of the layer below's partial sums (FusedTiles::tiled_splits).
+// OW_SPLITS slices of the layer below's partial sums (FusedTiles::k_splits).
 var<workgroup> scratch: array<f32, OW_C * OW_WG>; // [class][invocation]: the partial logits
 var<workgroup> slices: array<f32, OW_C * OW_S>;   // [class][slice]
 var<workgroup> z_sh: array<f32, OW_C>;

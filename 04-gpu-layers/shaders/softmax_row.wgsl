@@ -22,7 +22,7 @@ var<workgroup> red_val: array<f32, ROW_WG>;
 var<workgroup> red_idx: array<u32, ROW_WG>;
 
 // Is (value b at index bi) a better argmax than (value a at index ai)? Larger wins; on a tie the
-// smaller index wins, like the CPU twin's "first maximum".
+// smaller index wins, like the CPU reference's "first maximum".
 fn beats(b: f32, bi: u32, a: f32, ai: u32) -> bool {
     return bi != NO_INDEX && (ai == NO_INDEX || b > a || (b == a && bi < ai));
 }

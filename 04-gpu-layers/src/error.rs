@@ -66,6 +66,18 @@ impl fmt::Display for LayersError {
     }
 }
 
+impl LayersError {
+    /// GELU's derivative needs its input: the in-place activation backward cannot compute it (the
+    /// networks never ask; a hand-written tape might). Both devices refuse it with this error.
+    pub(crate) fn gelu_in_place() -> Self {
+        LayersError::Spec(
+            "GELU's backward pass needs its input, which Op::ActivateBackward does not have: use Op::ActivateCopy and \
+             Op::ActivateCopyBackward"
+                .into(),
+        )
+    }
+}
+
 impl std::error::Error for LayersError {}
 
 impl From<GpuError> for LayersError {

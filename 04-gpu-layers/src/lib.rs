@@ -8,20 +8,25 @@
 //!   the GPU), `mse`, `column_sum` (parallel reduction), `sgd`, `adam`. Fused layer kernels:
 //!   `linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`.
 //! - [`wgsl`]: the Rust <-> WGSL contract: the constants both sides share (generated into every
-//!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct.
-//! - [`cpu`]: the CPU twin of every kernel, same names and shapes.
+//!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct. The fused kernels' tile
+//!   sizes are [`FusedTiles`] (`tiles.rs`); what each kernel needs of a device, the sizes fitted
+//!   to it ([`DeviceFit`]) and which kernel an op runs there are `routing.rs`'s; the variants
+//!   `--sweep` times are [`sweep_variants`].
+//! - [`cpu`]: the CPU reference of every kernel (`cpu::reference`, same names and shapes), the
+//!   fast CPU path the CPU trainer runs (`cpu::fast`), the [`CpuStore`] and the [`CpuTrainer`].
 //! - [`tape`]: the tensor ops ([`Op`]) both devices implement. A tape is a hand-written list of
 //!   them (not automatic differentiation).
 //! - [`sequential`]: the layers a user chooses ([`Layer`]: `Linear`, ReLU, tanh, sigmoid, GELU,
 //!   `Dropout(p)`, `Flatten`), the [`Loss`] (softmax cross-entropy or MSE) and a text form
 //!   (`784-256-relu-dropout0.2-10`); [`NetworkSpec`] checks a list's shapes.
-//! - [`network`]: the layers as op emitters ([`Linear`], [`ActivationLayer`], [`DropoutLayer`],
-//!   [`SoftmaxCrossEntropy`], [`MeanSquaredError`]) and the [`Network`] (our `Sequential`) that
-//!   writes a training step as a tape of ops, composed from primitives or [`Fusion::Fused`].
-//! - Running a tape: [`CpuTape`] (`cpu_tape.rs`, op by op through `cpu_dispatch.rs`) and
-//!   [`GpuTape`] (`gpu_tape.rs`; each op prepared once as a dispatch by `gpu_dispatch.rs`, with
-//!   the [`BufferManager`], then only recorded).
-//! - [`CpuTrainer`] (the reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
+//! - `layers.rs`: the layers as op emitters ([`Linear`], [`ActivationLayer`], [`DropoutLayer`],
+//!   [`SoftmaxCrossEntropy`], [`MeanSquaredError`]); `network.rs`: the [`Network`] (our
+//!   `Sequential`) that writes a training step as a tape of ops, composed from primitives or
+//!   [`Fusion::Fused`].
+//! - Running a tape: [`CpuStore`] (`cpu/store.rs`, op by op through `cpu/run_op.rs`) and
+//!   [`GpuStore`] (`gpu/store.rs`; each op prepared once as a dispatch (`gpu/dispatch.rs`) by
+//!   `gpu/prepare*.rs`, with the [`BufferManager`], then only recorded).
+//! - [`CpuTrainer`] (the CPU reference) and [`GpuTrainer`] train a [`NetworkSpec`] with them.
 //!
 //! On the GPU a training loop looks like this (stage 05's batches are gathered from byte images
 //! on the GPU by the first dispatch itself, [`GpuTrainer::add_gathered`], and recorded a range
@@ -50,33 +55,37 @@
 //! # Ok(()) }
 //! ```
 
-mod buffers;
 pub mod cpu;
-mod cpu_dispatch;
-pub mod cpu_fast;
-mod cpu_tape;
-mod cpu_trainer;
 mod error;
-mod gpu_dispatch;
-mod gpu_tape;
-mod gpu_trainer;
-mod kernels;
-pub mod network;
+mod gpu;
+mod layers;
+#[cfg(test)]
+mod naga_check;
+mod network;
+mod routing;
 pub mod sequential;
 mod spec;
+mod sweep_variants;
 pub mod tape;
+mod tiles;
 pub mod wgsl;
 
-pub use buffers::{Allocations, BufferManager};
-pub use cpu_tape::CpuTape;
-pub use cpu_trainer::CpuTrainer;
+pub use cpu::store::CpuStore;
+pub use cpu::trainer::CpuTrainer;
 pub use error::LayersError;
-pub use gpu_tape::{GpuTape, TapeId, plan};
-pub use gpu_trainer::{ByteImages, Gathered, GatheredEval, GpuTrainer, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
+pub use gpu::buffers::{Allocations, BufferManager};
+pub use gpu::dispatch::ByteImages;
+pub use gpu::kernels::{KernelId, Kernels};
+pub use gpu::plan::plan;
+pub use gpu::store::{GpuStore, TapeId};
+pub use gpu::trainer::{Gathered, GatheredEval, GpuTrainer};
 pub use gpu_matmul::Precision;
-pub use kernels::{KernelId, Kernels};
-pub use wgsl::{FusedTiles, GatherSlot};
-pub use network::{ActivationLayer, DropoutLayer, Fusion, Linear, MeanSquaredError, Network, SoftmaxCrossEntropy};
-pub use sequential::{Init, Layer, Loss};
-pub use spec::{Activation, MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
+pub use layers::{ActivationLayer, DropoutLayer, Linear, MeanSquaredError, SoftmaxCrossEntropy};
+pub use network::{Fusion, Network};
+pub use routing::{DeviceFit, Needs, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
+pub use sequential::{Activation, Init, Layer, Loss};
+pub use spec::{MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
+pub use sweep_variants::sweep_variants;
 pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
+pub use tiles::FusedTiles;
+pub use wgsl::GatherSlot;

@@ -1,7 +1,4 @@
-//! The layers, written once for both devices, and the network that strings them together.
-//!
-//! A layer here is a small struct that knows its tensors and *emits* tensor operations
-//! ([`Op`]) for its forward and backward passes; it never runs anything. [`Network`] (our
+//! The network that strings the layers (`layers.rs`) together: [`Network`] (our
 //! `Sequential`) allocates the tensor list for a [`NetworkSpec`]'s layers, asks the layers for
 //! their ops, and keeps three tapes: a training step, an evaluation, a prediction. The CPU and
 //! GPU trainers run those.
@@ -16,7 +13,7 @@
 //! when `Fused` is asked for: [`Network::fused_blocker`] says why, and [`Network::fusion`] holds
 //! what was built.
 //! Both trainers ask for `Fused`: on the GPU every dispatch costs microseconds of fixed
-//! overhead, and on the CPU the fused ops (`cpu_fast.rs`) make one pass over memory where the
+//! overhead, and on the CPU the fused ops (the fast CPU path, `cpu/fast.rs`) make one pass over memory where the
 //! primitives make several (see the README). `Composed` on the CPU is the plain reference. Both
 //! tapes compute the same math, which the tests check op by op and step by step. In the fused
 //! tapes, a wide hidden layer can be *routed* ([`Network::with_routes`]): its products run as
@@ -24,9 +21,10 @@
 
 use std::collections::HashMap;
 
+use crate::layers::{ActivationLayer, DropoutLayer, Linear, MeanSquaredError, SoftmaxCrossEntropy};
 use crate::sequential::{Layer, Loss};
-use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
-use crate::wgsl::{COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS};
+use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, View};
+use crate::wgsl::{COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS, COUNTERS};
 use crate::{Activation, LayersError, NetworkSpec, Optimizer};
 
 /// Which ops the tapes are written with (see the module docs).
@@ -38,162 +36,6 @@ pub enum Fusion {
     Fused,
 }
 
-/// A fully connected layer `y = x W + b`.
-///
-/// The weight is stored **(in, out)**, row-major: `W[i, o]` is at `i * out + o`, so `x W` reads
-/// rows of `W` along the output dimension. The bias is stored as one more row below `W`: the
-/// layer's parameter tensor is `[(in + 1), out]`, as if every input row had a constant `1`
-/// appended. That makes the bias gradient the last row of `[x | 1]^T dy` and lets one kernel
-/// update W and b together.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Linear {
-    pub inputs: usize,
-    pub outputs: usize,
-    /// `[(in + 1), out]`: W then b.
-    pub params: TensorId,
-    /// `[(in + 1), out]`: dL/dW then dL/db, from the last training step.
-    pub grads: TensorId,
-    /// `[(k * (in + 1)), out]`: the optimizer's `k` state values per parameter.
-    pub state: TensorId,
-}
-
-impl Linear {
-    /// `W` as a view: the first `in x out` values of the parameters.
-    pub fn weight(&self) -> View {
-        View { tensor: self.params, rows: Dim::Fixed(self.inputs), cols: self.outputs }
-    }
-
-    /// Where `b` starts inside the parameters.
-    pub fn bias_offset(&self) -> usize {
-        self.inputs * self.outputs
-    }
-
-    /// x: `[B, in]` -> y: `[B, out]`, `y = x W + b` (matmul, then bias add).
-    pub fn forward(&self, x: View, y: View) -> Vec<Op> {
-        vec![
-            Op::Matmul { a: x, b: self.weight(), out: y, t: Transpose::None },
-            Op::BiasAdd { y, bias: self.params, offset: self.bias_offset() },
-        ]
-    }
-
-    /// x: `[B, in]` -> y: `[B, out]`, `y = act(x W + b)` in one fused op.
-    pub fn forward_fused(&self, x: View, y: View, act: Option<Activation>) -> Op {
-        Op::LinearForward { x, params: self.params, y, act }
-    }
-
-    /// dy: `[B, out]` -> dx: `[B, in]`, `dx = dy W^T` (dL/d this layer's input).
-    pub fn backward_input(&self, dy: View, dx: View) -> Op {
-        Op::Matmul { a: dy, b: self.weight(), out: dx, t: Transpose::B }
-    }
-
-    /// dy: `[B, out]`, h: `[B, in]` -> dx: `[B, in]`, `dx = (dy W^T) * act'(h)`, where `h` is the
-    /// output of the layer below and `act` its activation (fused matmul + activation backward).
-    pub fn backward_input_fused(&self, dy: View, h: View, act: Activation, dx: View) -> Op {
-        Op::LinearBackwardInput { dy, params: self.params, h, act, dx }
-    }
-
-    /// x: `[B, in]`, dy: `[B, out]` -> grads `[(in + 1), out]`: `dW = x^T dy` (matmul), and
-    /// `db = sum over rows of dy` (column sum into the last row).
-    pub fn backward_params(&self, x: View, dy: View) -> Vec<Op> {
-        let g_w = View { tensor: self.grads, rows: Dim::Fixed(self.inputs), cols: self.outputs };
-        vec![
-            Op::Matmul { a: x, b: dy, out: g_w, t: Transpose::A },
-            Op::ColumnSum { x: dy, out: self.grads, offset: self.bias_offset() },
-        ]
-    }
-
-    /// One optimizer step on W and b together.
-    pub fn update(&self, counters: TensorId, opt: Optimizer) -> Op {
-        Op::Update {
-            params: self.params,
-            grads: self.grads,
-            state: self.state,
-            counters,
-            len: (self.inputs + 1) * self.outputs,
-            opt,
-        }
-    }
-
-    /// This layer's part of a fused [`Op::LinearUpdate`] ([`Linear::backward_params`] and
-    /// [`Linear::update`] in one kernel, which takes two layers at a time).
-    pub fn update_fused(&self, x: View, dy: View) -> LayerUpdate {
-        LayerUpdate { x, dy, params: self.params, grads: self.grads, state: self.state }
-    }
-}
-
-/// An elementwise activation layer, applied in place to its input tensor.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ActivationLayer {
-    pub act: Activation,
-}
-
-impl ActivationLayer {
-    /// y: `[B, n]` -> `[B, n]`, `y = act(y)`.
-    pub fn forward(&self, y: View) -> Op {
-        Op::Activate { y, act: self.act }
-    }
-
-    /// dy: `[B, n]`, y: `[B, n]` (this layer's output) -> dy `*= act'(y)`.
-    pub fn backward(&self, dy: View, y: View) -> Op {
-        Op::ActivateBackward { dy, y, act: self.act }
-    }
-
-    /// x: `[B, n]` -> y: `[B, n]`, `y = act(x)` into a separate tensor.
-    pub fn forward_copy(&self, x: View, y: View) -> Op {
-        Op::ActivateCopy { x, y, act: self.act }
-    }
-
-    /// dy: `[B, n]`, x: `[B, n]` (this layer's input) -> dy `*= act'(x)`.
-    pub fn backward_copy(&self, dy: View, x: View) -> Op {
-        Op::ActivateCopyBackward { dy, x, act: self.act }
-    }
-}
-
-/// Inverted dropout with probability `p`, its mask drawn from a hash of (`seed`, step, element).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DropoutLayer {
-    pub p: f32,
-    pub seed: u32,
-}
-
-impl DropoutLayer {
-    /// x: `[B, n]` -> y: `[B, n]` and mask `[B, n]` (training only: evaluation leaves it out).
-    pub fn forward(&self, x: View, y: View, mask: View, counters: TensorId) -> Op {
-        Op::Dropout { x, y, mask, counters, seed: self.seed, p: self.p }
-    }
-
-    /// dy: `[B, n]` -> dy `*= mask`, the mask of this step's forward pass.
-    pub fn backward(&self, dy: View, mask: View) -> Op {
-        Op::DropoutBackward { dy, mask }
-    }
-}
-
-/// The loss: softmax over the logits, then the mean cross-entropy over the batch.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SoftmaxCrossEntropy;
-
-impl SoftmaxCrossEntropy {
-    /// logits `[B, C]`, labels `[B]` -> out `[B, C]` (dL/dlogits when training, probabilities
-    /// otherwise); loss, correct and row counts go to `counters`. Forward and backward in one op,
-    /// because the gradient `(softmax - onehot) / B` needs nothing but the forward's softmax.
-    pub fn forward_backward(&self, logits: View, labels: TensorId, out: View, counters: TensorId, mode: Mode) -> Op {
-        Op::SoftmaxCrossEntropy { logits, labels, out, counters, mode }
-    }
-}
-
-/// The other loss: mean squared error against the one-hot labels.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MeanSquaredError;
-
-impl MeanSquaredError {
-    /// y `[B, C]`, labels `[B]` -> out `[B, C]` (dL/dy when training, y otherwise); loss,
-    /// correct and row counts go to `counters`.
-    pub fn forward_backward(&self, y: View, labels: TensorId, out: View, counters: TensorId, mode: Mode) -> Op {
-        Op::MeanSquaredError { y, labels, out, counters, mode }
-    }
-}
-
-pub use crate::wgsl::COUNTERS;
 
 /// A network as tensors and tapes: our `Sequential`.
 #[derive(Debug, Clone, PartialEq)]
@@ -517,7 +359,7 @@ impl Network {
             return Err(LayersError::NonFinite { what: format!("the loss of {} rows", c[COUNTER_NON_FINITE]) });
         }
         let fixed = (c[COUNTER_LOSS_HI] as u64) << 32 | c[COUNTER_LOSS_LO] as u64;
-        let loss_sum = fixed as f64 / crate::cpu::LOSS_UNITS_PER_ONE;
+        let loss_sum = fixed as f64 / crate::cpu::reference::LOSS_UNITS_PER_ONE;
         Ok(crate::Metrics { loss_sum, rows: c[COUNTER_ROWS] as u64, correct: c[COUNTER_CORRECT] as u64 })
     }
 }
@@ -613,7 +455,7 @@ fn dropout_seed(seed: u64, layer: usize) -> u32 {
 }
 
 /// Parameter tensors `[(in + 1), out]` to the `[W, b]` pairs users see.
-pub(crate) fn split_parameters(spec: &NetworkSpec, flat: &[Vec<f32>]) -> Vec<cpu_matrix::Matrix> {
+pub(crate) fn unflatten_parameters(spec: &NetworkSpec, flat: &[Vec<f32>]) -> Vec<cpu_matrix::Matrix> {
     let mut out = Vec::with_capacity(2 * flat.len());
     for (&(i, o), p) in spec.layer_shapes().iter().zip(flat) {
         out.push(cpu_matrix::Matrix { rows: i, cols: o, data: p[..i * o].to_vec() });
@@ -623,7 +465,7 @@ pub(crate) fn split_parameters(spec: &NetworkSpec, flat: &[Vec<f32>]) -> Vec<cpu
 }
 
 /// `[W, b]` pairs to parameter tensors `[(in + 1), out]` (shapes checked first).
-pub(crate) fn join_parameters(spec: &NetworkSpec, params: &[cpu_matrix::Matrix]) -> Result<Vec<Vec<f32>>, LayersError> {
+pub(crate) fn flatten_parameters(spec: &NetworkSpec, params: &[cpu_matrix::Matrix]) -> Result<Vec<Vec<f32>>, LayersError> {
     spec.check_parameters(params)?;
     Ok(params.chunks_exact(2).map(|wb| [wb[0].data.as_slice(), wb[1].data.as_slice()].concat()).collect())
 }
@@ -749,3 +591,4 @@ mod tests {
         assert!(matches!(net.check_batch(0, 3, &[], 8), Err(LayersError::Batch { .. })));
     }
 }
+

@@ -5,54 +5,11 @@
 use cpu_matrix::Matrix;
 
 use crate::LayersError;
-use crate::sequential::{Init, Layer, Loss, layers_to_string, parse_layers};
+use crate::sequential::{Activation, Init, Layer, Loss, layers_to_string, parse_layers};
 
 /// The most classes the loss kernels handle: one row's logits live in workgroup memory
 /// (`MAX_CLASSES` floats = 4 KiB; see `shaders/softmax_row.wgsl`).
 pub const MAX_CLASSES: usize = 1024;
-
-/// An elementwise activation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Activation {
-    /// `max(z, 0)`; derivative `1` where the output is positive, else `0`.
-    Relu,
-    /// `tanh(z)`; derivative `1 - y^2`, written with the output `y`.
-    Tanh,
-    /// `1 / (1 + e^-z)`; derivative `y (1 - y)`, written with the output `y`.
-    Sigmoid,
-    /// `0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))`, the tanh form of GELU (PyTorch's
-    /// `GELU(approximate="tanh")`; WGSL has no `erf`). Its derivative needs the input `z`: GELU
-    /// is not monotonic, so the output does not determine it.
-    Gelu,
-}
-
-impl Activation {
-    /// The number the shaders use (`ACT_*` in `shaders/common.wgsl`); 0 means "none".
-    pub(crate) fn code(act: Option<Activation>) -> u32 {
-        match act {
-            None => 0,
-            Some(Activation::Relu) => 1,
-            Some(Activation::Tanh) => 2,
-            Some(Activation::Sigmoid) => 3,
-            Some(Activation::Gelu) => 4,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::Relu => "relu",
-            Activation::Tanh => "tanh",
-            Activation::Sigmoid => "sigmoid",
-            Activation::Gelu => "gelu",
-        }
-    }
-
-    /// Whether the derivative can be written with the output (so the activation may run in
-    /// place): true for ReLU, tanh and sigmoid, false for GELU.
-    pub fn grad_from_output(self) -> bool {
-        self != Activation::Gelu
-    }
-}
 
 /// A sequential network: its layers and its loss, shapes checked. Build one with
 /// [`NetworkSpec::sequential`] (any layer list), [`NetworkSpec::parse`] (the text form of

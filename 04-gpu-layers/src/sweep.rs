@@ -3,11 +3,11 @@
 //! 1. The floor: a dispatch that does almost nothing (`bias_add` on one number), recorded
 //!    `--steps` times back to back, each depending on the one before. No step of d dependent
 //!    dispatches can take less than d times this.
-//! 2. Every variant of [`FusedTiles::sweep`] (the default with ONE tile size changed): each of
+//! 2. Every variant of [`gpu_layers::sweep_variants`] (the default with ONE tile size changed): each of
 //!    the step's dispatches alone (`--steps` copies of it in one pass, GPU timestamps
 //!    around the pass) and the whole step (`--steps` steps in one pass). Each variant is first
 //!    checked against the CPU: one step, same weights. Where the variant runs the split step
-//!    (gathering from random bytes, `GpuTape::add_split_tape`), the same for it on the line
+//!    (gathering from random bytes, `GpuStore::add_split_tape`), the same for it on the line
 //!    below, checked against the CPU over three steps.
 //! 3. The default step with a timestamp after every dispatch (where the adapter can write
 //!    timestamps inside a pass): what each dispatch costs in the middle of a real step, waiting
@@ -27,12 +27,13 @@ use std::sync::Arc;
 use common::{GpuContext, GpuTimer, median};
 use cpu_matrix::Matrix;
 use gpu_layers::{
-    CpuTrainer, Dim, Elem, Fusion, FusedTiles, GpuTape, GpuTrainer, Kernels, NetworkSpec, Op, Optimizer, Precision, Routing, TensorId,
+    CpuTrainer, Dim, Elem, Fusion, FusedTiles, GpuStore, GpuTrainer, Kernels, NetworkSpec, Op, Optimizer, Precision, Routing, TensorId,
     TensorInfo, View,
 };
 use gpu_matmul::Kernel;
 
-use crate::{AnyError, Args, ConcatData, SplitRun, dispatches_alone};
+use crate::args::{AnyError, Args};
+use crate::bench::{ConcatData, SplitRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
@@ -43,7 +44,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     if args.grid {
         return wide(ctx, (steps / 8).max(10), reps);
     }
-    let names: Vec<String> = FusedTiles::sweep().into_iter().map(|(what, _)| what).collect();
+    let names: Vec<String> = gpu_layers::sweep_variants().into_iter().map(|(what, _)| what).collect();
     if let Some(unknown) = args.variants.iter().find(|v| !names.iter().any(|n| n.contains(v.as_str()))) {
         return Err(format!("--variants: no variant's name contains {unknown:?}; the variants are: {}", names.join(", ")).into());
     }
@@ -62,12 +63,12 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             TensorInfo { name: "y".into(), rows: Dim::Fixed(1), cols: 1, elem: Elem::F32 },
             TensorInfo { name: "bias".into(), rows: Dim::Fixed(1), cols: 1, elem: Elem::F32 },
         ];
-        let mut tape = GpuTape::new(ctx, &tensors, 1)?;
+        let mut store = GpuStore::new(ctx, &tensors, 1)?;
         let y = View { tensor: TensorId(0), rows: Dim::Fixed(1), cols: 1 };
-        let id = tape.add_tape(ctx, &Kernels::new(), &[Op::BiasAdd { y, bias: TensorId(1), offset: 0 }])?;
-        timer.time_pass(ctx, "warm-up", |pass| (0..steps).for_each(|_| tape.record_one(id, 0, pass)))?;
+        let id = store.add_tape(ctx, &Kernels::new(), &[Op::BiasAdd { y, bias: TensorId(1), offset: 0 }])?;
+        timer.time_pass(ctx, "warm-up", |pass| (0..steps).for_each(|_| store.record_one(id, 0, pass)))?;
         let mut t: Vec<f64> = (0..reps)
-            .map(|_| timer.time_pass(ctx, "floor", |pass| (0..steps).for_each(|_| tape.record_one(id, 0, pass))))
+            .map(|_| timer.time_pass(ctx, "floor", |pass| (0..steps).for_each(|_| store.record_one(id, 0, pass))))
             .collect::<Result<_, _>>()?;
         per_dispatch(median(&mut t), steps)
     };
@@ -78,13 +79,13 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let opt = Optimizer::sgd(0.1, 0.0);
     println!(
-        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update slices T R; merged TN CB KS TR)",
+        "{:>24} | {:>9} | each dispatch alone, us | tiles (forward TN KS TR U, output WG rows, update batch slices T R; merged TN CB KS TR)",
         "variant", "us/step"
     );
     let mut default_kernels = None;
     let picked = |what: &str| what == "default" || args.variants.is_empty() || args.variants.iter().any(|v| what.contains(v.as_str()));
-    let precision = crate::precision(args);
-    for (what, tiles) in FusedTiles::sweep().into_iter().filter(|(what, _)| picked(what)) {
+    let precision = crate::bench::precision(args);
+    for (what, tiles) in gpu_layers::sweep_variants().into_iter().filter(|(what, _)| picked(what)) {
         let kernels = Kernels::with_options(tiles, precision);
         let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
         let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
@@ -93,7 +94,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         cpu.train_step(&x, &labels)?;
         if kernels.coop_on(ctx) {
             // f16 inputs: the whole gradient, as --bench checks it.
-            crate::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+            crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
         } else {
             common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
                 .map_err(|e| format!("{what}: a step differs from the CPU: {e}"))?;
@@ -101,8 +102,8 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         gpu.take_metrics(ctx)?;
         gpu.train_steps(ctx, steps)?; // warm-up
         ctx.wait()?;
-        let (tape, train) = gpu.tape();
-        let alone = dispatches_alone(ctx, &timer, tape, train, steps, reps)?;
+        let (store, train) = gpu.store();
+        let alone = dispatches_alone(ctx, &timer, store, train, steps, reps)?;
         let mut t: Vec<f64> = (0..reps)
             .map(|_| timer.time_pass(ctx, "steps", |pass| (0..steps).for_each(|_| gpu.record_step(pass))))
             .collect::<Result<_, _>>()?;
@@ -120,7 +121,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.forward_u,
             t.output_wg,
             t.output_rows,
-            t.update_slices,
+            t.update_batch_slices,
             t.update_t,
             t.update_r,
             if t.update_preload { "" } else { " late" }
@@ -187,7 +188,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
         let split = Kernels::with_tiles(FusedTiles { tiled_min: u32::MAX, ..tiles });
         let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..tiles });
         let f16 = Kernels::with_options(tiles, Precision::F16Inputs);
-        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, tiled_splits: 2, coop_min: 1, ..tiles }, Precision::F16Inputs);
+        let cores = Kernels::with_options(FusedTiles { tiled_min: 1, k_splits: 2, coop_min: 1, ..tiles }, Precision::F16Inputs);
         let kernels = &split;
         for hidden in [128usize, 256, 512, 1024, 2048] {
             let spec = NetworkSpec::new(784, &[hidden], 10)?;
@@ -215,7 +216,7 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                     gpu.train_steps(ctx, 1)?;
                     cpu.train_step(&x, &labels)?;
                     let what = format!("{hidden} x {batch} tensor cores");
-                    crate::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+                    crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
                 }
                 gpu.train_steps(ctx, steps)?; // warm-up
                 let mut t: Vec<f64> = (0..reps)
@@ -228,11 +229,11 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                 cells.push(median(&mut t) * 1e6 / steps as f64);
                 if c != 2 && c != 3 && hidden >= 512 {
                     // Each dispatch of the two fused steps alone, for the wide layers.
-                    let (tape, train) = gpu.tape();
+                    let (store, train) = gpu.store();
                     let mut parts = Vec::new();
-                    for (i, name) in tape.dispatch_names(train).into_iter().enumerate() {
+                    for (i, name) in store.dispatch_names(train).into_iter().enumerate() {
                         let mut t: Vec<f64> = (0..reps)
-                            .map(|_| timer.time_pass(ctx, "one dispatch", |pass| (0..steps).for_each(|_| tape.record_one(train, i, pass))))
+                            .map(|_| timer.time_pass(ctx, "one dispatch", |pass| (0..steps).for_each(|_| store.record_one(train, i, pass))))
                             .collect::<Result<_, _>>()?;
                         parts.push(format!("{name} {:.2}", median(&mut t) * 1e6 / steps as f64));
                     }
@@ -285,7 +286,7 @@ fn in_step(
         usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let (tape, train) = gpu.tape();
+    let (store, train) = gpu.store();
     let period = ctx.queue.get_timestamp_period() as f64;
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); d];
     gpu.train_steps(ctx, steps)?; // warm-up
@@ -296,7 +297,7 @@ fn in_step(
             pass.write_timestamp(&set, 0);
             for s in 0..steps {
                 for i in 0..d {
-                    tape.record_one(train, i, &mut pass);
+                    store.record_one(train, i, &mut pass);
                     pass.write_timestamp(&set, (s * d + i + 1) as u32);
                 }
             }
@@ -312,7 +313,7 @@ fn in_step(
     }
     gpu.take_metrics(ctx)?;
     let parts: Vec<String> =
-        tape.dispatch_names(train).iter().zip(per.iter_mut()).map(|(name, t)| format!("{name} {:.2}", median(t))).collect();
+        store.dispatch_names(train).iter().zip(per.iter_mut()).map(|(name, t)| format!("{name} {:.2}", median(t))).collect();
     println!("   inside the default step, {}, {steps} steps: us per dispatch {}", opt.describe(), parts.join(", "));
     Ok(())
 }

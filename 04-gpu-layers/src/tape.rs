@@ -2,13 +2,13 @@
 //! (or evaluation, or prediction) written as a list of them.
 //!
 //! A tape here is a **hand-written list of ops**, not automatic differentiation: nothing records
-//! a forward pass and replays it backwards. Each layer in `network.rs` writes its own backward
+//! a forward pass and replays it backwards. Each layer in `layers.rs` writes its own backward
 //! ops next to its forward ones, and [`crate::Network`] strings them into three tapes (train,
 //! eval, predict) once, when it is built. The layers never touch a device. They emit [`Op`]s
-//! that name tensors by [`TensorId`]; the CPU runs a tape op by op with the twins in `cpu.rs`
-//! (`cpu_tape.rs`, `cpu_dispatch.rs`), and the GPU turns each op into a prepared dispatch once
-//! (`gpu_dispatch.rs`: pipeline + bind group + workgroup counts) and replays that list every step
-//! (`gpu_tape.rs`). So the math of a layer is written once, and the CPU path is the reference
+//! that name tensors by [`TensorId`]; the CPU runs a tape op by op with the CPU references in
+//! `cpu/reference.rs` (`cpu/run_op.rs`, over a `CpuStore`), and the GPU turns each op into a
+//! prepared dispatch once (`gpu/prepare.rs`: pipeline + bind group + workgroup counts) and
+//! replays that list every step (`gpu/store.rs`). So the math of a layer is written once, and the CPU path is the reference
 //! for the GPU path op by op.
 
 use crate::{Activation, Optimizer};
@@ -82,7 +82,7 @@ pub enum Mode {
     Predict = 2,
 }
 
-/// The tensor operations. Each has a WGSL kernel in `shaders/` and a CPU twin in `cpu.rs`
+/// The tensor operations. Each has a WGSL kernel in `shaders/` and a CPU reference in `cpu/reference.rs`
 /// (`Matmul` is stage 03's kernel on the GPU and stage 02's on the CPU). Shapes use `B` for the
 /// live batch.
 #[derive(Debug, Clone, PartialEq)]

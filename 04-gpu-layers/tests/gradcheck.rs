@@ -14,7 +14,7 @@
 use common::{check_close, test_context};
 use cpu_matrix::Matrix;
 use gpu_layers::{
-    Activation, ActivationLayer, CpuTape, CpuTrainer, Dim, DropoutLayer, Elem, Fusion, GpuTrainer, Layer, Linear, Loss,
+    Activation, ActivationLayer, CpuStore, CpuTrainer, Dim, DropoutLayer, Elem, Fusion, GpuTrainer, Layer, Linear, Loss,
     MeanSquaredError, Mode, NetworkSpec, Op, Optimizer, SoftmaxCrossEntropy, TensorId, TensorInfo, View,
 };
 use rand::{Rng, SeedableRng};
@@ -155,7 +155,7 @@ fn linear_backward_matches_finite_differences() {
     let grads = t.add("grads", inputs + 1, outputs).tensor;
     let state = t.add("state", inputs + 1, outputs).tensor;
     let layer = Linear { inputs, outputs, params, grads, state };
-    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    let mut tape = CpuStore::new(&t.0, rows).unwrap();
     tape.f32_mut(xv.tensor).copy_from_slice(&to32(&x));
     tape.f32_mut(params).copy_from_slice(&to32(&p));
     tape.f32_mut(dyv.tensor).copy_from_slice(&to32(&r));
@@ -183,7 +183,7 @@ fn activation_backward_matches_finite_differences() {
         let mut t = Tensors(Vec::new());
         let (y, dy) = (t.add("y", rows, cols), t.add("dy", rows, cols));
         let layer = ActivationLayer { act };
-        let mut tape = CpuTape::new(&t.0, rows).unwrap();
+        let mut tape = CpuStore::new(&t.0, rows).unwrap();
         tape.f32_mut(y.tensor).copy_from_slice(&to32(&z));
         tape.f32_mut(dy.tensor).copy_from_slice(&to32(&r));
         tape.run(&[layer.forward(y), layer.backward(dy, y)]).unwrap();
@@ -206,7 +206,7 @@ fn activation_copy_backward_matches_finite_differences() {
         let mut t = Tensors(Vec::new());
         let (x, y, dy) = (t.add("x", rows, cols), t.add("y", rows, cols), t.add("dy", rows, cols));
         let layer = ActivationLayer { act };
-        let mut tape = CpuTape::new(&t.0, rows).unwrap();
+        let mut tape = CpuStore::new(&t.0, rows).unwrap();
         tape.f32_mut(x.tensor).copy_from_slice(&to32(&z));
         tape.f32_mut(dy.tensor).copy_from_slice(&to32(&r));
         tape.run(&[layer.forward_copy(x, y), layer.backward_copy(dy, x)]).unwrap();
@@ -226,7 +226,7 @@ fn dropout_backward_matches_finite_differences_with_a_fixed_mask() {
     t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
     let counters = TensorId(t.0.len() - 1);
     let layer = DropoutLayer { p: 0.4, seed: 99 };
-    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    let mut tape = CpuStore::new(&t.0, rows).unwrap();
     tape.f32_mut(xv.tensor).copy_from_slice(&to32(&x));
     tape.f32_mut(dy.tensor).copy_from_slice(&to32(&r));
     tape.u32_mut(counters)[6] = 5; // step 5
@@ -248,7 +248,7 @@ fn mse_backward_matches_finite_differences() {
     t.0.push(TensorInfo { name: "labels".into(), rows: Dim::Fixed(rows), cols: 1, elem: Elem::U32 });
     t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
     let (label_id, counters) = (TensorId(2), TensorId(3));
-    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    let mut tape = CpuStore::new(&t.0, rows).unwrap();
     tape.f32_mut(yv.tensor).copy_from_slice(&to32(&y));
     tape.u32_mut(label_id).copy_from_slice(&labels);
     tape.run(&[MeanSquaredError.forward_backward(yv, label_id, out, counters, Mode::Train)]).unwrap();
@@ -268,7 +268,7 @@ fn softmax_cross_entropy_backward_matches_finite_differences() {
     t.0.push(TensorInfo { name: "labels".into(), rows: Dim::Fixed(rows), cols: 1, elem: Elem::U32 });
     t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
     let (label_id, counters) = (TensorId(2), TensorId(3));
-    let mut tape = CpuTape::new(&t.0, rows).unwrap();
+    let mut tape = CpuStore::new(&t.0, rows).unwrap();
     tape.f32_mut(z.tensor).copy_from_slice(&to32(&logits));
     tape.u32_mut(label_id).copy_from_slice(&labels);
     tape.run(&[SoftmaxCrossEntropy.forward_backward(z, label_id, out, counters, Mode::Train)]).unwrap();
@@ -303,7 +303,7 @@ fn fused_backward_ops_match_finite_differences() {
         t.0.push(TensorInfo { name: "counters".into(), rows: Dim::Fixed(1), cols: 8, elem: Elem::U32 });
         let (label_id, counters) = (TensorId(t.0.len() - 2), TensorId(t.0.len() - 1));
         let layer1 = Linear { inputs: wide, outputs: hidden, params: params1, grads: params1, state: params1 };
-        let mut tape = CpuTape::new(&t.0, rows).unwrap();
+        let mut tape = CpuStore::new(&t.0, rows).unwrap();
         tape.f32_mut(h1.tensor).copy_from_slice(&to32(&z.iter().map(|v| act64(*v, act)).collect::<Vec<_>>()));
         tape.f32_mut(params1).copy_from_slice(&to32(&p1));
         tape.f32_mut(params2).copy_from_slice(&to32(&p2));
@@ -362,7 +362,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
             let mut c = CpuTrainer::with_fusion(spec, opt, max_batch, 3, fusion).unwrap();
             c.train_step(&x32, &labels).unwrap();
             computed.push((format!("CPU {fusion:?}"), c.gradients()));
-            // The masks of the first step, from the CPU twin of the dropout kernel: the dropout
+            // The masks of the first step, from the CPU reference of the dropout kernel: the dropout
             // at layer position i drew the mask of the op whose seed belongs to it.
             let dropouts = c.network().train.iter().filter_map(|op| match op {
                 Op::Dropout { seed, p, .. } => Some((*seed, *p)),
@@ -381,7 +381,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
                     .unwrap_or(spec.input());
                 let x1 = vec![1.0f32; rows * cols];
                 let (mut y, mut m) = (vec![0.0; x1.len()], vec![0.0; x1.len()]);
-                gpu_layers::cpu::dropout_forward(&x1, &mut y, &mut m, seed, 0, gpu_layers::cpu::dropout_threshold(p), 1.0 / (1.0 - p));
+                gpu_layers::cpu::reference::dropout_forward(&x1, &mut y, &mut m, seed, 0, gpu_layers::cpu::reference::dropout_threshold(p), 1.0 / (1.0 - p));
                 masks[i] = Some(m.iter().map(|&v| v as f64).collect());
             }
             let g = GpuTrainer::with_options(ctx, &gpu_layers::Kernels::new(), spec, opt, max_batch, 3, fusion).unwrap();

@@ -1,10 +1,10 @@
-//! Every op (kernel) on the GPU against its CPU twin, on random inputs and awkward shapes
+//! Every op (kernel) on the GPU against its CPU reference, on random inputs and awkward shapes
 //! (1, 17, 63, 65, 129 x 257, non-square), with outputs poisoned first and the rows past a
 //! smaller batch checked to stay untouched.
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuTape, FusedTiles, Dim, Elem, GpuTape, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
+    Activation, CpuStore, FusedTiles, Dim, Elem, GpuStore, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -67,8 +67,8 @@ impl Case {
     fn check_with(&self, kernels: &std::sync::Arc<Kernels>, ops: &[Op], max_batch: usize, batch: usize, tol: (f64, f64)) -> usize {
         let ctx = test_context();
         let mut rng = rand::rngs::StdRng::seed_from_u64(max_batch as u64 * 1000 + batch as u64);
-        let mut cpu = CpuTape::new(&self.tensors, max_batch).unwrap();
-        let mut gpu = GpuTape::new(ctx, &self.tensors, max_batch).unwrap();
+        let mut cpu = CpuStore::new(&self.tensors, max_batch).unwrap();
+        let mut gpu = GpuStore::new(ctx, &self.tensors, max_batch).unwrap();
         let tape = gpu.add_tape(ctx, kernels, ops).unwrap();
         cpu.set_batch(batch).unwrap();
         gpu.set_batch(ctx, batch).unwrap();
@@ -386,7 +386,7 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
         }
     };
 
-    let mut cpu = CpuTape::new(&tensors, 1).unwrap();
+    let mut cpu = CpuStore::new(&tensors, 1).unwrap();
     cpu.f32_mut(params).copy_from_slice(&start.0);
     cpu.f32_mut(moments).copy_from_slice(&start.1);
     for (t, g, want_p, want_st) in steps {
@@ -396,7 +396,7 @@ fn adam_by_hand_at_steps_2_and_3_on_both_devices() {
         check("CPU", t, cpu.f32(params), cpu.f32(moments), &want_p, &want_st);
     }
 
-    let mut gpu = GpuTape::new(ctx, &tensors, 1).unwrap();
+    let mut gpu = GpuStore::new(ctx, &tensors, 1).unwrap();
     let tape = gpu.add_tape(ctx, kernels(), &ops).unwrap();
     gpu.set_batch(ctx, 1).unwrap();
     gpu.write_f32(ctx, params, &start.0).unwrap();
@@ -500,8 +500,8 @@ fn linear_backward_input_fused() {
 #[test]
 fn linear_update_fused_one_and_two_layers() {
     let d = FusedTiles::DEFAULT;
-    let b8 = FusedTiles { update_block: 8, update_t: 64, update_slices: 2, split_slices: 2, ..d };
-    let b8_t32 = FusedTiles { update_block: 8, update_slices: 8, ..d };
+    let b8 = FusedTiles { update_block: 8, update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d };
+    let b8_t32 = FusedTiles { update_block: 8, update_batch_slices: 8, ..d };
     for tiles in [d, b8, b8_t32] {
         let kernels = Kernels::with_tiles(tiles);
         linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, false);
@@ -513,14 +513,14 @@ fn linear_update_fused_one_and_two_layers() {
 /// cooperative matrices (lavapipe has none: the test says so and checks that the kernel is
 /// refused there). The shapes of `linear_update`, and 784-1024-10 in batches of 256 and 96
 /// (rounds of 32 rows, a short last one); inputs rounded to values f16 holds exactly, so the
-/// CPU twin's f32 sums are the reference within the f32 tolerance.
+/// CPU reference's f32 sums are the reference within the f32 tolerance.
 #[test]
 fn linear_update_on_the_tensor_cores() {
     if !runs_on_this_adapter(KernelId::LinearUpdateCoop) {
         return;
     }
     for slices in [2, 1] {
-        let tiles = FusedTiles { tiled_min: 1, coop_min: 1, coop_update_slices: slices, ..FusedTiles::DEFAULT };
+        let tiles = FusedTiles { tiled_min: 1, coop_min: 1, coop_update_batch_slices: slices, ..FusedTiles::DEFAULT };
         let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
         linear_update_cases(&kernels, &BATCHES, &UPDATE_SHAPES, true);
         linear_update_cases(&kernels, &[(256, 256), (256, 96)], &[((784, 1024), (1024, 10))], true);
@@ -573,7 +573,7 @@ fn linear_update_cases(
                     let dispatches = c.check_with(kernels, &ops, mb, b, tol(b));
                     if f16 {
                         let ctx = test_context();
-                        let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                        let mut gpu = GpuStore::new(ctx, &c.tensors, mb).unwrap();
                         let tape = gpu.add_tape(ctx, kernels, &ops).unwrap();
                         assert_eq!(dispatches, 1);
                         assert_eq!(gpu.dispatch_names(tape), ["linear_update_coop"]);
@@ -707,7 +707,7 @@ fn forward_output_merged_every_mode() {
 fn a_forward_split_over_k_and_output_wide_adding_it_up() {
     let limits = &test_context().limits;
     for splits in [2, 3, 4] {
-        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, ..FusedTiles::DEFAULT };
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: splits, ..FusedTiles::DEFAULT };
         let kernels = Kernels::with_tiles(tiles);
         for (mb, b) in [(17, 17), (65, 63), (129, 65)] {
             for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1)] {
@@ -737,7 +737,7 @@ fn a_forward_split_over_k_and_output_wide_adding_it_up() {
 /// inputs, where the adapter has cooperative matrices; lavapipe has none, and the test says so
 /// and checks only that the kernel is refused there). Every input is first rounded to a value
 /// f16 holds exactly, so the kernel's own rounding changes nothing, each product of two f16
-/// values is exact in f32, and the CPU twin's f32 sums are the reference within the f32
+/// values is exact in f32, and the CPU reference's f32 sums are the reference within the f32
 /// tolerance: a wrong fragment, tile, round or split fails by far more. Tiles of 64 x 64,
 /// 32 x 32 and 32 x 64, with each way of loading the inputs (`FusedTiles::coop_loads`).
 #[test]
@@ -749,7 +749,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
     // (splits, rows and columns per workgroup, loads)
     for (splits, coop_m, coop_n, coop_loads) in [(2, 64, 64, 0), (3, 64, 64, 1), (4, 64, 64, 2), (2, 32, 32, 1), (3, 32, 64, 2)] {
         let d = FusedTiles::DEFAULT;
-        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: splits, coop_m, coop_n, coop_loads, ..d };
+        let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: splits, coop_m, coop_n, coop_loads, ..d };
         let kernels = Kernels::with_options(tiles, gpu_layers::Precision::F16Inputs);
         for (mb, b) in [(17, 17), (65, 63), (129, 65), (256, 96)] {
             for shape in [(17, 63, 10), (65, 17, 2), (784, 300, 16), (129, 257, 1), (784, 1024, 10)] {
@@ -762,7 +762,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
                     c.f16_inputs = true;
                     let ops = forward_then_output(&mut c, shape, act, Mode::Train);
                     c.check_with(&kernels, &ops, mb, b, tol(shape.0));
-                    let mut gpu = GpuTape::new(ctx, &c.tensors, mb).unwrap();
+                    let mut gpu = GpuStore::new(ctx, &c.tensors, mb).unwrap();
                     let tape = gpu.add_tape(ctx, &kernels, &ops).unwrap();
                     assert_eq!(gpu.dispatch_names(tape), ["linear_forward_coop (k split)", "output_wide (sums)"], "{shape:?} {splits}");
                 }
@@ -774,7 +774,7 @@ fn a_forward_split_over_k_on_the_tensor_cores() {
 #[test]
 fn fused_kernels_with_every_tile_size_the_sweep_times() {
     // A short-batch case and MNIST-like widths, for each variant of `gpu-layers --sweep`.
-    for (what, tiles) in FusedTiles::sweep().into_iter().skip(1) {
+    for (what, tiles) in gpu_layers::sweep_variants().into_iter().skip(1) {
         let kernels = Kernels::with_tiles(tiles);
         for (mb, b) in [(65, 63), (17, 17)] {
             let mut c = Case::new();

@@ -21,13 +21,13 @@ fn gpu_routed(spec: &NetworkSpec, opt: Optimizer, max_batch: usize, routing: Rou
 }
 
 /// A device held to WebGPU's default limits (what a browser may offer and no more), with its
-/// own kernels: `wgsl::DeviceFit::WEBGPU_DEFAULTS` (smaller workgroups and staging, one layer
+/// own kernels: `DeviceFit::WEBGPU_DEFAULTS` (smaller workgroups and staging, one layer
 /// per `linear_update`).
 fn webgpu_defaults() -> &'static (GpuContext, Arc<Kernels>) {
     static CTX: OnceLock<(GpuContext, Arc<Kernels>)> = OnceLock::new();
     CTX.get_or_init(|| {
         let ctx = GpuContext::with_limits(wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
-        assert_eq!(gpu_layers::wgsl::DeviceFit::for_limits(&ctx.limits), gpu_layers::wgsl::DeviceFit::WEBGPU_DEFAULTS);
+        assert_eq!(gpu_layers::DeviceFit::for_limits(&ctx.limits), gpu_layers::DeviceFit::WEBGPU_DEFAULTS);
         (ctx, Kernels::new())
     })
 }
@@ -156,8 +156,8 @@ fn dropout_is_off_at_evaluation_and_prediction() {
     let (a, b) = (&results[0], &results[1]);
     assert_eq!((a.0, a.1), (b.0, b.1), "metrics with and without dropout layers");
     common::assert_same(&a.2.data, &b.2.data);
-    // On the CPU the two networks take different code: with dropout layers the composed twins
-    // of cpu.rs, without them the fused ops of cpu_fast.rs, whose AVX-512 register tiles sum in
+    // On the CPU the two networks take different code: with dropout layers the composed CPU
+    // references of cpu/reference.rs, without them the fast CPU path of cpu/fast.rs, whose AVX-512 register tiles sum in
     // another order: 1 ulp on 47 of 85 probabilities on an AVX-512 Xeon, where this test used to
     // compare bits. Dropout left on at p = 0.5 would change them by far more.
     common::assert_close(&a.3.data, &b.3.data, 1e-6, 1e-7);
@@ -543,7 +543,7 @@ fn a_wide_layer_split_over_k_trains_like_the_cpu() {
     // would take precedence on this small layer), the output layer adding up the slices and
     // writing h, which the update then reads: steps, gradients and metrics against the CPU.
     let ctx = test_context();
-    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, tiled_splits: 3, ..FusedTiles::DEFAULT };
+    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: 3, ..FusedTiles::DEFAULT };
     let kernels = Kernels::with_tiles(tiles);
     let spec = NetworkSpec::new(77, &[40], 10).unwrap();
     for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(0.01)] {
@@ -592,7 +592,7 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
         assert!(g.can_gather());
         let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
-        let split = kernels.tiles().splits(&ctx.limits);
+        let split = kernels.tiles().runs_split_step(&ctx.limits);
         assert_eq!(g.gathered_split(gathered), split);
         let first = g.step_kernels(Some(gathered))[0];
         assert!(first.ends_with(if split { " (split)" } else { " (gathering)" }), "{first}");
@@ -628,7 +628,7 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
             e.set_batch(ctx, 16.min(n - 16 * s)).unwrap();
             ctx.submit_pass("evaluator", |pass| e.record_gathered_eval(eval, s, pass));
         }
-        // The CPU twin in its batches of 8 (the sums do not depend on the batching).
+        // The CPU reference in its batches of 8 (the sums do not depend on the batching).
         for s in 0..n.div_ceil(batch) {
             let (x, labels) = eval_bytes.batch(s, batch, inputs);
             c.eval_batch(&x, &labels).unwrap();
@@ -669,8 +669,8 @@ fn split_steps_train_like_the_cpu() {
         FusedTiles { merged_ks: 16, merged_tr: 2, ..d },
         FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d },
         FusedTiles { update_t: 16, ..d },
-        FusedTiles { split_slices: 4, ..d },
-        FusedTiles { split_slices: 2, update_r: 32, ..d },
+        FusedTiles { split_step_batch_slices: 4, ..d },
+        FusedTiles { split_step_batch_slices: 2, update_r: 32, ..d },
     ] {
         split_steps_match_cpu(&Kernels::with_tiles(tiles), &[Optimizer::sgd(0.1, 0.9)]);
     }

@@ -297,12 +297,12 @@ fn dropout_networks_train_alike_on_the_gpu_and_the_cpu() {
 
 /// What the browser runs: a device held to WebGPU's default limits (256 invocations and 16 KiB
 /// of workgroup memory per workgroup, 128 MiB per binding), where the kernels take their
-/// smaller sizes (`gpu_layers::wgsl::DeviceFit`). The training set stays on the GPU as bytes
+/// smaller sizes (`gpu_layers::DeviceFit`). The training set stays on the GPU as bytes
 /// (47 MB for all of MNIST), so it fits a binding too. Same numbers as the CPU.
 #[test]
 fn a_device_with_webgpu_default_limits_trains_like_the_cpu() {
     let ctx = common::GpuContext::with_limits(wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
-    assert_eq!(gpu_layers::wgsl::DeviceFit::for_limits(&ctx.limits), gpu_layers::wgsl::DeviceFit::WEBGPU_DEFAULTS);
+    assert_eq!(gpu_layers::DeviceFit::for_limits(&ctx.limits), gpu_layers::DeviceFit::WEBGPU_DEFAULTS);
     // The whole training set, uploaded within the default 128 MiB binding.
     let whole = support::mnist();
     ctx.check_storage_size("the training images", whole.train.images.len() as u64).unwrap();

@@ -34,7 +34,7 @@ impl Device {
         match self {
             Device::Cpu => {
                 let n = rayon::current_num_threads();
-                format!("CPU ({n} thread{}, {})", if n == 1 { "" } else { "s" }, gpu_layers::cpu_fast::instruction_set())
+                format!("CPU ({n} thread{}, {})", if n == 1 { "" } else { "s" }, gpu_layers::cpu::fast::instruction_set())
             }
             Device::Gpu(ctx) => ctx.adapter_line(),
         }

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use common::{GpuContext, GpuError};
 use gpu_matmul::{Kernel, Matmul, Precision};
 
-use crate::wgsl::FusedTiles;
+use crate::routing::DeviceFit;
+use crate::tiles::FusedTiles;
 use crate::{LayersError, wgsl};
 
-const COMMON: &str = include_str!("../shaders/common.wgsl");
-const SOFTMAX_ROW: &str = include_str!("../shaders/softmax_row.wgsl");
-const LOSS: &str = include_str!("../shaders/loss.wgsl");
-const OUTPUT_ROWS: &str = include_str!("../shaders/output_rows.wgsl");
+const COMMON: &str = include_str!("../../shaders/common.wgsl");
+const SOFTMAX_ROW: &str = include_str!("../../shaders/softmax_row.wgsl");
+const LOSS: &str = include_str!("../../shaders/loss.wgsl");
+const OUTPUT_ROWS: &str = include_str!("../../shaders/output_rows.wgsl");
 
 /// One kernel of `shaders/`, named like its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,9 +135,12 @@ impl KernelId {
     /// This kernel's own constants, as `(WGSL name, value)`, written into its prelude (the
     /// shared ones, like `WG`, are in every prelude): the grid constants the host divides by,
     /// the fused kernels' `tiles`, and the sizes `fit` chooses for the device.
-    pub fn tile_constants(self, tiles: &FusedTiles, fit: wgsl::DeviceFit) -> Vec<(&'static str, u32)> {
+    pub fn tile_constants(self, tiles: &FusedTiles, fit: DeviceFit) -> Vec<(&'static str, u32)> {
         match self {
             KernelId::ColumnSum => vec![("COLS", wgsl::COLUMN_SUM_COLS)],
+            // activation_backward.wgsl's two kernels: the derivative from the saved output or input.
+            KernelId::ActivationBackward => vec![("GRAD_OF_INPUT", 0)],
+            KernelId::ActivationCopyBackward => vec![("GRAD_OF_INPUT", 1)],
             KernelId::LinearForward | KernelId::LinearForwardGather => vec![
                 ("TN", tiles.forward_tn),
                 ("KS", tiles.forward_ks),
@@ -154,7 +158,7 @@ impl KernelId {
             KernelId::LinearForwardCoop => {
                 vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_LOADS", tiles.coop_loads)]
             }
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_slices)],
+            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_batch_slices)],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -167,7 +171,7 @@ impl KernelId {
                 ("OW_KPI", wgsl::OUTPUT_WIDE_KPI),
                 ("OW_C", wgsl::OUTPUT_WIDE_CLASSES),
                 ("OW_S", wgsl::OUTPUT_WIDE_SLICES),
-                ("OW_SPLITS", tiles.tiled_splits),
+                ("OW_SPLITS", tiles.k_splits),
             ],
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 let (tn, cb, ks, tr) = (tiles.merged_tn, tiles.merged_cb, tiles.merged_ks, tiles.merged_tr);
@@ -197,14 +201,14 @@ impl KernelId {
                 c
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_slices } else { tiles.update_slices };
+                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_step_batch_slices } else { tiles.update_batch_slices };
                 let split = self == KernelId::LinearUpdateSplit;
                 let mut c = vec![
                     ("T", tiles.update_t),
                     // The split step's last phase is written for 4 x 4 blocks.
                     ("UPD_B", if split { 4 } else { tiles.update_block }),
                     ("UPD_R", tiles.update_r),
-                    ("UPD_RS", slices),
+                    ("UPDATE_BATCH_SLICES", slices),
                     ("UPD_PRE", tiles.update_preload as u32),
                 ];
                 if self == KernelId::LinearUpdateSplit {
@@ -220,51 +224,48 @@ impl KernelId {
     }
 
     /// The files this kernel is made of, in order, as `(path, text)`, on a device of `fit`.
-    pub fn files(self, fit: wgsl::DeviceFit) -> Vec<(&'static str, &'static str)> {
+    pub fn files(self, fit: DeviceFit) -> Vec<(&'static str, &'static str)> {
         let body = match self {
-            KernelId::BiasAdd => ("shaders/bias_add.wgsl", include_str!("../shaders/bias_add.wgsl")),
+            KernelId::BiasAdd => ("shaders/bias_add.wgsl", include_str!("../../shaders/bias_add.wgsl")),
             KernelId::ActivationForward => {
-                ("shaders/activation_forward.wgsl", include_str!("../shaders/activation_forward.wgsl"))
+                ("shaders/activation_forward.wgsl", include_str!("../../shaders/activation_forward.wgsl"))
             }
-            KernelId::ActivationBackward => {
-                ("shaders/activation_backward.wgsl", include_str!("../shaders/activation_backward.wgsl"))
+            KernelId::ActivationBackward | KernelId::ActivationCopyBackward => {
+                ("shaders/activation_backward.wgsl", include_str!("../../shaders/activation_backward.wgsl"))
             }
-            KernelId::SoftmaxCe => ("shaders/softmax_ce.wgsl", include_str!("../shaders/softmax_ce.wgsl")),
-            KernelId::ColumnSum => ("shaders/column_sum.wgsl", include_str!("../shaders/column_sum.wgsl")),
-            KernelId::Sgd => ("shaders/sgd.wgsl", include_str!("../shaders/sgd.wgsl")),
-            KernelId::Adam => ("shaders/adam.wgsl", include_str!("../shaders/adam.wgsl")),
+            KernelId::SoftmaxCe => ("shaders/softmax_ce.wgsl", include_str!("../../shaders/softmax_ce.wgsl")),
+            KernelId::ColumnSum => ("shaders/column_sum.wgsl", include_str!("../../shaders/column_sum.wgsl")),
+            KernelId::Sgd => ("shaders/sgd.wgsl", include_str!("../../shaders/sgd.wgsl")),
+            KernelId::Adam => ("shaders/adam.wgsl", include_str!("../../shaders/adam.wgsl")),
             KernelId::LinearForward | KernelId::LinearForwardGather => {
-                ("shaders/linear_forward.wgsl", include_str!("../shaders/linear_forward.wgsl"))
+                ("shaders/linear_forward.wgsl", include_str!("../../shaders/linear_forward.wgsl"))
             }
             KernelId::LinearForwardTiled => {
-                ("shaders/linear_forward_tiled.wgsl", include_str!("../shaders/linear_forward_tiled.wgsl"))
+                ("shaders/linear_forward_tiled.wgsl", include_str!("../../shaders/linear_forward_tiled.wgsl"))
             }
             KernelId::LinearForwardCoop => {
-                ("shaders/linear_forward_coop.wgsl", include_str!("../shaders/linear_forward_coop.wgsl"))
+                ("shaders/linear_forward_coop.wgsl", include_str!("../../shaders/linear_forward_coop.wgsl"))
             }
-            KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../shaders/output_layer.wgsl")),
-            KernelId::OutputWide => ("shaders/output_wide.wgsl", include_str!("../shaders/output_wide.wgsl")),
+            KernelId::OutputLayer => ("shaders/output_layer.wgsl", include_str!("../../shaders/output_layer.wgsl")),
+            KernelId::OutputWide => ("shaders/output_wide.wgsl", include_str!("../../shaders/output_wide.wgsl")),
             KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
-                ("shaders/forward_output.wgsl", include_str!("../shaders/forward_output.wgsl"))
+                ("shaders/forward_output.wgsl", include_str!("../../shaders/forward_output.wgsl"))
             }
             KernelId::LinearBackwardInput => {
-                ("shaders/linear_backward_input.wgsl", include_str!("../shaders/linear_backward_input.wgsl"))
+                ("shaders/linear_backward_input.wgsl", include_str!("../../shaders/linear_backward_input.wgsl"))
             }
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                ("shaders/linear_update.wgsl", include_str!("../shaders/linear_update.wgsl"))
+                ("shaders/linear_update.wgsl", include_str!("../../shaders/linear_update.wgsl"))
             }
             KernelId::LinearUpdateCoop => {
-                ("shaders/linear_update_coop.wgsl", include_str!("../shaders/linear_update_coop.wgsl"))
+                ("shaders/linear_update_coop.wgsl", include_str!("../../shaders/linear_update_coop.wgsl"))
             }
             KernelId::ActivationCopyForward => {
-                ("shaders/activation_copy_forward.wgsl", include_str!("../shaders/activation_copy_forward.wgsl"))
+                ("shaders/activation_copy_forward.wgsl", include_str!("../../shaders/activation_copy_forward.wgsl"))
             }
-            KernelId::ActivationCopyBackward => {
-                ("shaders/activation_copy_backward.wgsl", include_str!("../shaders/activation_copy_backward.wgsl"))
-            }
-            KernelId::DropoutForward => ("shaders/dropout_forward.wgsl", include_str!("../shaders/dropout_forward.wgsl")),
-            KernelId::DropoutBackward => ("shaders/dropout_backward.wgsl", include_str!("../shaders/dropout_backward.wgsl")),
-            KernelId::Mse => ("shaders/mse.wgsl", include_str!("../shaders/mse.wgsl")),
+            KernelId::DropoutForward => ("shaders/dropout_forward.wgsl", include_str!("../../shaders/dropout_forward.wgsl")),
+            KernelId::DropoutBackward => ("shaders/dropout_backward.wgsl", include_str!("../../shaders/dropout_backward.wgsl")),
+            KernelId::Mse => ("shaders/mse.wgsl", include_str!("../../shaders/mse.wgsl")),
         };
         let mut files = vec![("shaders/common.wgsl", COMMON)];
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
@@ -277,44 +278,53 @@ impl KernelId {
             files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
         if matches!(self, KernelId::OutputLayer | KernelId::OutputWide) {
-            files.push(("shaders/output_params.wgsl", include_str!("../shaders/output_params.wgsl")));
+            files.push(("shaders/output_params.wgsl", include_str!("../../shaders/output_params.wgsl")));
         }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
         }
+        let activation = [
+            KernelId::ActivationForward,
+            KernelId::ActivationBackward,
+            KernelId::ActivationCopyForward,
+            KernelId::ActivationCopyBackward,
+        ];
+        if activation.contains(&self) {
+            files.push(("shaders/activation_params.wgsl", include_str!("../../shaders/activation_params.wgsl")));
+        }
         match self {
             KernelId::LinearForward | KernelId::LinearForwardTiled | KernelId::ForwardOutput => {
-                files.push(("shaders/forward_input.wgsl", include_str!("../shaders/forward_input.wgsl")))
+                files.push(("shaders/forward_input.wgsl", include_str!("../../shaders/forward_input.wgsl")))
             }
             KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
-                files.push(("shaders/forward_input_gather.wgsl", include_str!("../shaders/forward_input_gather.wgsl")))
+                files.push(("shaders/forward_input_gather.wgsl", include_str!("../../shaders/forward_input_gather.wgsl")))
             }
             _ => {}
         }
         if matches!(self, KernelId::LinearUpdate | KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop) {
-            files.push(("shaders/linear_update_rows.wgsl", include_str!("../shaders/linear_update_rows.wgsl")));
+            files.push(("shaders/linear_update_rows.wgsl", include_str!("../../shaders/linear_update_rows.wgsl")));
         }
         files.push(body);
         match self {
             KernelId::ForwardOutput | KernelId::ForwardOutputGather => {
-                files.push(("shaders/forward_k_loop.wgsl", include_str!("../shaders/forward_k_loop.wgsl")))
+                files.push(("shaders/forward_k_loop.wgsl", include_str!("../../shaders/forward_k_loop.wgsl")))
             }
             KernelId::ForwardOutputSplit => {
-                files.push(("shaders/forward_split_sums.wgsl", include_str!("../shaders/forward_split_sums.wgsl")))
+                files.push(("shaders/forward_split_sums.wgsl", include_str!("../../shaders/forward_split_sums.wgsl")))
             }
             // Both layers' buffers (the tensor cores are only on native adapters, which allow 11).
-            KernelId::LinearUpdateCoop => files.push(("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))),
+            KernelId::LinearUpdateCoop => files.push(("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))),
             KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                // The split step binds both layers (it runs only where FusedTiles::splits).
+                // The split step binds both layers (it runs only where FusedTiles::runs_split_step).
                 files.push(if fit.linear_update_pairs || self == KernelId::LinearUpdateSplit {
-                    ("shaders/linear_update_b.wgsl", include_str!("../shaders/linear_update_b.wgsl"))
+                    ("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))
                 } else {
-                    ("shaders/linear_update_b_unbound.wgsl", include_str!("../shaders/linear_update_b_unbound.wgsl"))
+                    ("shaders/linear_update_b_unbound.wgsl", include_str!("../../shaders/linear_update_b_unbound.wgsl"))
                 });
                 files.push(if self == KernelId::LinearUpdateSplit {
-                    ("shaders/linear_update_next.wgsl", include_str!("../shaders/linear_update_next.wgsl"))
+                    ("shaders/linear_update_next.wgsl", include_str!("../../shaders/linear_update_next.wgsl"))
                 } else {
-                    ("shaders/linear_update_next_none.wgsl", include_str!("../shaders/linear_update_next_none.wgsl"))
+                    ("shaders/linear_update_next_none.wgsl", include_str!("../../shaders/linear_update_next_none.wgsl"))
                 });
             }
             _ => {}
@@ -324,7 +334,7 @@ impl KernelId {
 
     /// The kernel's source with `tiles` on a device of `fit`: the generated prelude, then its
     /// files.
-    pub fn source(self, tiles: &FusedTiles, fit: wgsl::DeviceFit) -> String {
+    pub fn source(self, tiles: &FusedTiles, fit: DeviceFit) -> String {
         // WGSL wants its `enable` directives before any declaration.
         let mut src = if self.needs_cooperative_matrix() {
             String::from("enable f16;\nenable wgpu_cooperative_matrix;\n")
@@ -433,7 +443,7 @@ impl Kernels {
         if id.needs_cooperative_matrix() {
             gpu_matmul::coop_support(ctx).map_err(|why| GpuError::Validation(format!("{}: {why}", id.name())))?;
         }
-        let fit = wgsl::DeviceFit::for_limits(&ctx.limits);
+        let fit = DeviceFit::for_limits(&ctx.limits);
         let mut tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
         if id.is_split() {
             tiles = self.tiles.split_fitted(&ctx.limits).ok_or_else(|| GpuError::Validation(format!("{}: the device is too small", id.name())))?;

@@ -1,20 +1,18 @@
-//! The CPU side of a tape: [`CpuTape`] holds a list of tensors in CPU memory and runs tapes over
-//! them op by op (each op's twin call is in `cpu_dispatch.rs`). This is the reference the GPU
-//! tape is checked against.
+//! The CPU tensor store: [`CpuStore`] holds a list of tensors in CPU memory, over which
+//! `run_op.rs` runs tapes op by op. This is the CPU reference the GPU store is checked against.
 //!
 //! Like the GPU side it allocates every tensor once, at the largest batch, and a smaller batch
 //! only uses the first rows.
 
-use crate::cpu;
-use crate::cpu_dispatch::run_op;
-use crate::tape::{Elem, Mode, Op, TensorId, TensorInfo, View};
+use crate::cpu::reference::LossStats;
+use crate::tape::{Elem, Mode, TensorId, TensorInfo, View};
 use crate::wgsl::{
     COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS, COUNTER_STEP,
 };
 use crate::LayersError;
 
-/// Tensors in CPU memory, and tapes run over them op by op.
-pub struct CpuTape {
+/// Tensors in CPU memory, over which tapes run op by op ([`CpuStore::run`], in `run_op.rs`).
+pub struct CpuStore {
     pub(crate) max_batch: usize,
     pub(crate) batch: usize,
     /// f32 tensors by id (empty for u32 tensors).
@@ -23,7 +21,7 @@ pub struct CpuTape {
     pub(crate) u32s: Vec<Vec<u32>>,
 }
 
-impl CpuTape {
+impl CpuStore {
     /// Allocates `tensors` (zeroed) for batches of up to `max_batch` rows.
     pub fn new(tensors: &[TensorInfo], max_batch: usize) -> Result<Self, LayersError> {
         if max_batch == 0 {
@@ -71,11 +69,6 @@ impl CpuTape {
         &mut self.u32s[t.0]
     }
 
-    /// Runs the ops in order.
-    pub fn run(&mut self, ops: &[Op]) -> Result<(), LayersError> {
-        ops.iter().try_for_each(|op| run_op(self, op))
-    }
-
     /// The live part of a view: `rows.at(batch) x cols` values.
     pub(crate) fn len(&self, v: View) -> usize {
         v.rows.at(self.batch) * v.cols
@@ -94,7 +87,7 @@ impl CpuTape {
     }
 
     /// Adds one loss op's statistics to the counters, as the loss kernels do with atomics.
-    pub(crate) fn count(&mut self, counters: TensorId, stats: cpu::LossStats, mode: Mode) {
+    pub(crate) fn count(&mut self, counters: TensorId, stats: LossStats, mode: Mode) {
         let c = &mut self.u32s[counters.0];
         // 64-bit fixed point in two words, wrapping like the GPU's atomics.
         let sum = ((c[COUNTER_LOSS_HI] as u64) << 32 | c[COUNTER_LOSS_LO] as u64).wrapping_add(stats.loss_fixed);

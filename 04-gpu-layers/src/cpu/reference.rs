@@ -1,10 +1,10 @@
-//! The CPU twin of every GPU kernel in `shaders/`: the same math, in plain Rust on slices, with
+//! The CPU reference of every GPU kernel in `shaders/`: the same math, in plain Rust on slices, with
 //! the same names and shapes. These are the reference the GPU is tested against, and the ops
 //! the CPU trainer runs.
 //!
 //! All tensors are row-major slices; a shape `[rows, cols]` means `rows * cols` values. The fused
-//! kernels' twins (`linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`)
-//! are written as compositions of the primitive twins, which is the claim the fused kernels
+//! kernels' references (`linear_forward`, `output_layer`, `linear_backward_input`, `linear_update`)
+//! are written as compositions of the primitive references, which is the claim the fused kernels
 //! make: "I compute exactly this, in one dispatch".
 
 use cpu_matrix::Matrix;
@@ -158,7 +158,7 @@ pub fn loss_to_fixed(loss: f32) -> Option<u64> {
 ///
 /// Each `exp(z - m)` is computed once and kept in `out` between the sum and the division (the
 /// kernel computes it twice: the same expression, so the same bits). The fast CPU trainer
-/// (`cpu_fast::output_layer`) calls this function too, so its losses and counts are this
+/// (`fast::output_layer`) calls this function too, so its losses and counts are this
 /// reference's by construction.
 pub fn softmax_cross_entropy(
     logits: &[f32],
@@ -332,8 +332,8 @@ pub fn activation_copy_forward(x: &[f32], y: &mut [f32], act: Activation) {
     }
 }
 
-/// `activation_copy_backward.wgsl`: `dy *= act'(x)` in place, with the activation's input x;
-/// dy, x: `[rows, cols]`.
+/// `activation_copy_backward` (`activation_backward.wgsl` with `GRAD_OF_INPUT = 1`):
+/// `dy *= act'(x)` in place, with the activation's input x; dy, x: `[rows, cols]`.
 pub fn activation_copy_backward(dy: &mut [f32], x: &[f32], act: Activation) {
     for (d, &v) in dy.iter_mut().zip(x) {
         *d *= activate_grad_from_input(v, act);

@@ -1,5 +1,5 @@
 //! [`GpuTrainer`]: trains a network on the GPU. It builds the [`Network`]'s tapes into one
-//! [`GpuTape`] (train, eval, predict) and from then on only records them; see the crate docs for
+//! [`GpuStore`] (train, eval, predict) and from then on only records them; see the crate docs for
 //! the calling pattern.
 
 use std::sync::Arc;
@@ -8,68 +8,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use common::GpuContext;
 use cpu_matrix::Matrix;
 
-use crate::buffers::Allocations;
-use crate::gpu_tape::{GpuTape, TapeId};
-use crate::kernels::Kernels;
-use crate::network::{join_parameters, split_parameters};
+use crate::gpu::buffers::Allocations;
+use crate::gpu::dispatch::ByteImages;
+use crate::gpu::kernels::{KernelId, Kernels};
+use crate::gpu::store::{GpuStore, TapeId};
+use crate::network::{flatten_parameters, unflatten_parameters};
+use crate::routing::{Routing, routes_by_shape};
+use crate::tiles::FusedTiles;
 use crate::tape::TensorId;
 use crate::wgsl::{COUNTER_STEP, COUNTERS};
-use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer, Precision};
-
-/// Which hidden layers the GPU trainer's fused tapes run through stage 03's matmul kernels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Routing {
-    /// By shape: [`routes_by_shape`], the rule measured on the H200.
-    Auto,
-    /// Every layer through the fused layer kernels.
-    Never,
-    /// Every hidden layer through stage 03's matmul.
-    Always,
-}
-
-/// The size of a hidden layer's products, `max_batch x outputs`, from which stage 03's f32
-/// matmul (kernel 05, with separate bias, activation, column-sum and optimizer dispatches) beats
-/// the fused layer kernels on the H200 (`gpu-layers --sweep`, wide-layer table of
-/// `results/h200-sweep.txt`, the fused step with `linear_forward_tiled` from 128 Ki outputs):
-/// at 512 x 2048 228.4 against 240.5 us per step, 1024 x 1024 244.3 against 245.7; at 512 x 1024
-/// 151.8 against 130.3, 256 x 2048 148.2 against 130.3, 1024 x 512 191.1 against 155.2.
-pub const ROUTE_MIN_F32: usize = 1024 * 1024;
-/// The same for the f16-input matmul (kernel 08, tensor cores) against the fused tensor-core
-/// kernels (`linear_forward_coop`, `linear_update_coop`; the wide-layer grid of
-/// `results/h200-tensor-cores/grid.txt`, us per SGD step): routed at 512 x 2048 128.4 against
-/// 170.9 fused, 1024 x 1024 128.2 against 158.0; left fused at 1024 x 512 91.7 against 112.8
-/// routed, 512 x 1024 87.2 against 88.9, and 256 x 2048 94.4 against 91.7 (the one cell this
-/// rule gets wrong, by 3%). (Before the tensor-core kernels the fused f16 step ran the f32
-/// kernels, and the rule was 512 Ki.)
-pub const ROUTE_MIN_F16: usize = 1024 * 1024;
-
-/// Whether a hidden layer `[inputs] -> [outputs]` trained in batches of up to `max_batch` rows
-/// goes through stage 03's matmul under [`Routing::Auto`], whose products run at `precision`.
-/// The rule measured on the H200 (all widths with 784 inputs): `max_batch * outputs` at least
-/// [`ROUTE_MIN_F32`], or [`ROUTE_MIN_F16`] for f16 inputs on tensor cores.
-pub fn routes_by_shape(max_batch: usize, inputs: usize, outputs: usize, precision: Precision) -> bool {
-    let _ = inputs; // the measured rule does not depend on it
-    let min = if precision == Precision::F16Inputs { ROUTE_MIN_F16 } else { ROUTE_MIN_F32 };
-    max_batch.saturating_mul(outputs) >= min
-}
-
-/// Byte images on the GPU that the first layer's forward dispatch gathers its batches from by
-/// itself (`shaders/forward_input_gather.wgsl`), instead of a separate gather dispatch per step:
-/// stage 05's MNIST splits. Batch `s` is rows `order[slot_s.first ..][..slot_s.count]`.
-#[derive(Debug, Clone, Copy)]
-pub struct ByteImages<'a> {
-    /// `[n, ceil(inputs / 4)]` u32: the pixels, 4 to a word (little-endian), each image
-    /// starting on a word.
-    pub images: &'a wgpu::Buffer,
-    /// `[ceil(n / 4)]` u32: the labels, 4 to a word.
-    pub labels: &'a wgpu::Buffer,
-    /// `[n]` u32: which image each row of the epoch takes.
-    pub order: &'a wgpu::Buffer,
-    /// One [`GatherSlot`](crate::GatherSlot) per batch, `stride` bytes apart (a multiple of the
-    /// device's `min_uniform_buffer_offset_alignment`).
-    pub slots: &'a wgpu::Buffer,
-    pub stride: u64,
-}
+use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
 
 /// The train and eval tapes of a [`GpuTrainer`] that gather their batches from one
 /// [`ByteImages`] source (see [`GpuTrainer::add_gathered`]).
@@ -97,7 +45,7 @@ pub struct GpuTrainer {
     net: Network,
     /// The current learning rate (f32 bits): `set_learning_rate` changes it through `&self`.
     lr: AtomicU32,
-    tape: GpuTape,
+    store: GpuStore,
     train: TapeId,
     eval: TapeId,
     predict: TapeId,
@@ -117,7 +65,7 @@ impl GpuTrainer {
         max_batch: usize,
         seed: u64,
     ) -> Result<Self, LayersError> {
-        let kernels = Kernels::with_tiles(crate::FusedTiles::for_network(max_batch, &spec.layer_shapes()));
+        let kernels = Kernels::with_tiles(FusedTiles::for_network(max_batch, &spec.layer_shapes()));
         Self::with_options(ctx, &kernels, spec, optimizer, max_batch, seed, Fusion::Fused)
     }
 
@@ -189,16 +137,16 @@ impl GpuTrainer {
             })
             .collect();
         let net = Network::with_routes(spec, optimizer, fusion, seed, &routed)?;
-        let mut tape = GpuTape::new(ctx, &net.tensors, max_batch)?;
-        let train = tape.add_tape(ctx, kernels, if trains { &net.train } else { &[] })?;
-        let eval = tape.add_tape(ctx, kernels, &net.eval)?;
-        let predict = tape.add_tape(ctx, kernels, &net.predict)?;
+        let mut store = GpuStore::new(ctx, &net.tensors, max_batch)?;
+        let train = store.add_tape(ctx, kernels, if trains { &net.train } else { &[] })?;
+        let eval = store.add_tape(ctx, kernels, &net.eval)?;
+        let predict = store.add_tape(ctx, kernels, &net.predict)?;
         let lr = AtomicU32::new(optimizer.lr().to_bits());
         // Whether the first layer runs linear_forward_tiled (which does not gather:
         // `can_gather`), read from the evaluation tape, which every trainer has (a training
         // tape's may be split over k: the same layer, the same answer).
-        let first_tiled = tape.dispatch_names(eval).first() == Some(&crate::kernels::KernelId::LinearForwardTiled.name());
-        let trainer = Self { net, lr, tape, train, eval, predict, first_tiled, trains };
+        let first_tiled = store.dispatch_names(eval).first() == Some(&KernelId::LinearForwardTiled.name());
+        let trainer = Self { net, lr, store, train, eval, predict, first_tiled, trains };
         trainer.load_parameters(ctx, &spec.init_parameters(seed))?;
         Ok(trainer)
     }
@@ -210,43 +158,43 @@ impl GpuTrainer {
     /// `[max_batch, input]` f32, row-major: write a batch here (e.g. with a gather kernel), then
     /// [`GpuTrainer::set_batch`] and record a step.
     pub fn input(&self) -> &wgpu::Buffer {
-        self.tape.buffer(self.net.input)
+        self.store.buffer(self.net.input)
     }
 
     /// `[max_batch]` u32: the labels of the batch in [`GpuTrainer::input`].
     pub fn labels(&self) -> &wgpu::Buffer {
-        self.tape.buffer(self.net.labels)
+        self.store.buffer(self.net.labels)
     }
 
     pub fn max_batch(&self) -> usize {
-        self.tape.max_batch()
+        self.store.max_batch()
     }
 
     /// The batch size the next submission runs with.
     pub fn batch(&self) -> usize {
-        self.tape.batch()
+        self.store.batch()
     }
 
     /// Dispatches one recorded training step makes.
     pub fn dispatches_per_step(&self) -> usize {
-        self.tape.dispatches(self.train)
+        self.store.dispatches(self.train)
     }
 
     /// The kernel each dispatch of a training step runs: of [`GpuTrainer::record_step`], or of
     /// [`GpuTrainer::record_gathered_step`] with `gathered`.
     pub fn step_kernels(&self, gathered: Option<Gathered>) -> Vec<&'static str> {
-        self.tape.dispatch_names(gathered.map_or(self.train, |g| g.train))
+        self.store.dispatch_names(gathered.map_or(self.train, |g| g.train))
     }
 
-    /// The GPU tape underneath, and the id of its training tape (to time single kernels with
-    /// [`GpuTape::record_one`]; [`GpuTape::dispatch_names`] says which kernel each runs).
-    pub fn tape(&self) -> (&GpuTape, TapeId) {
-        (&self.tape, self.train)
+    /// The GPU tensor store underneath, and the id of its training tape (to time single kernels with
+    /// [`GpuStore::record_one`]; [`GpuStore::dispatch_names`] says which kernel each runs).
+    pub fn store(&self) -> (&GpuStore, TapeId) {
+        (&self.store, self.train)
     }
 
     /// Buffers, bind groups and bytes this trainer has allocated (all of it at construction).
     pub fn allocations(&self) -> Allocations {
-        self.tape.allocations()
+        self.store.allocations()
     }
 
     /// Sets the live batch size (1 to `max_batch`) for the NEXT SUBMISSION: it writes the batch
@@ -254,14 +202,14 @@ impl GpuTrainer {
     /// last batch therefore goes in a submission of its own.
     pub fn set_batch(&self, ctx: &GpuContext, batch: usize) -> Result<(), LayersError> {
         // Queue writes, inside the error scope (a lost device is an `Err`, not a panic).
-        ctx.scoped(|| self.tape.set_batch(ctx, batch))?
+        ctx.scoped(|| self.store.set_batch(ctx, batch))?
     }
 
     /// Changes the learning rate from the next submission on, keeping the optimizer state
     /// (momentum, Adam's moments and step count). For schedules: call it between epochs.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) -> Result<(), LayersError> {
         self.net.optimizer.with_lr(lr).validate()?;
-        ctx.scoped(|| self.tape.set_learning_rate(ctx, lr))?;
+        ctx.scoped(|| self.store.set_learning_rate(ctx, lr))?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
         Ok(())
     }
@@ -278,8 +226,8 @@ impl GpuTrainer {
         let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
         self.net.check_batch(x.rows, x.cols, &labels, self.max_batch())?;
         Network::check_finite_input(&x.data, x.cols)?;
-        self.tape.write_f32(ctx, self.net.input, &x.data)?;
-        self.tape.write_u32(ctx, self.net.labels, &labels)?;
+        self.store.write_f32(ctx, self.net.input, &x.data)?;
+        self.store.write_u32(ctx, self.net.labels, &labels)?;
         self.set_batch(ctx, x.rows)
     }
 
@@ -287,7 +235,7 @@ impl GpuTrainer {
     /// and correct count accumulate on the GPU; read them with [`GpuTrainer::take_metrics`].
     /// (Nothing, for a trainer made by [`GpuTrainer::for_evaluation`].)
     pub fn record_step(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record(self.train, pass);
+        self.store.record(self.train, pass);
     }
 
     /// Whether [`GpuTrainer::add_gathered`] works for this network: its first op must be a
@@ -301,8 +249,8 @@ impl GpuTrainer {
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself
     /// (and keeps it in [`GpuTrainer::input`] and [`GpuTrainer::labels`] for the rest of the
     /// step): one dispatch per step fewer than a gather kernel plus [`GpuTrainer::record_step`].
-    /// Where it applies (one merged hidden layer, [`crate::FusedTiles::splits`]), the training
-    /// tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuTape::add_split_tape`];
+    /// Where it applies (one merged hidden layer, [`FusedTiles::runs_split_step`]), the training
+    /// tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuStore::add_split_tape`];
     /// record ranges of steps with [`GpuTrainer::record_gathered_steps`]).
     /// Errors unless [`GpuTrainer::can_gather`].
     pub fn add_gathered(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<Gathered, LayersError> {
@@ -313,9 +261,9 @@ impl GpuTrainer {
             ));
         }
         let labels = self.net.labels;
-        let train = match self.tape.add_split_tape(ctx, kernels, &self.net.train, labels, source)? {
+        let train = match self.store.add_split_tape(ctx, kernels, &self.net.train, labels, source)? {
             Some(split) => split,
-            None => self.tape.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?,
+            None => self.store.add_gathered_tape(ctx, kernels, &self.net.train, labels, source)?,
         };
         let eval = self.add_gathered_eval(ctx, kernels, source)?;
         Ok(Gathered { train, eval })
@@ -330,48 +278,48 @@ impl GpuTrainer {
                 "only a network whose first layer runs the fused linear_forward can gather its batches".into(),
             ));
         }
-        Ok(GatheredEval(self.tape.add_gathered_tape(ctx, kernels, &self.net.eval, self.net.labels, source)?))
+        Ok(GatheredEval(self.store.add_gathered_tape(ctx, kernels, &self.net.eval, self.net.labels, source)?))
     }
 
     /// Records one training step on batch `slot` of a gathered source (set the batch size to
     /// the slot's row count first, as for [`GpuTrainer::record_step`]). For many steps use
     /// [`GpuTrainer::record_gathered_steps`]: a split step recorded alone has its prologue too.
     pub fn record_gathered_step(&self, gathered: Gathered, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record_at(gathered.train, slot, pass);
+        self.store.record_at(gathered.train, slot, pass);
     }
 
     /// Records one training step per batch in `slots` (all of the same size), in order: in the
     /// split form one prologue dispatch, then two per step.
     pub fn record_gathered_steps(&self, gathered: Gathered, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record_steps(gathered.train, slots, pass);
+        self.store.record_steps(gathered.train, slots, pass);
     }
 
-    /// The training tape of `gathered`, for [`GpuTape::record_one`] and
-    /// [`GpuTape::dispatch_names`].
+    /// The training tape of `gathered`, for [`GpuStore::record_one`] and
+    /// [`GpuStore::dispatch_names`].
     pub fn gathered_train_tape(&self, gathered: Gathered) -> TapeId {
         gathered.train
     }
 
     /// Whether the gathered training steps run split ([`GpuTrainer::add_gathered`]).
     pub fn gathered_split(&self, gathered: Gathered) -> bool {
-        self.tape.is_split(gathered.train)
+        self.store.is_split(gathered.train)
     }
 
     /// Records forward + loss of batch `slot` of a gathered source; adds to the metrics.
     pub fn record_gathered_eval(&self, eval: GatheredEval, slot: usize, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record_at(eval.0, slot, pass);
+        self.store.record_at(eval.0, slot, pass);
     }
 
     /// Records forward + loss only (no gradients, no update); adds to the same metrics.
     pub fn record_eval(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.tape.record(self.eval, pass);
+        self.store.record(self.eval, pass);
     }
 
     /// Convenience: `steps` training steps on the batch already in place, one command buffer,
     /// one compute pass, one submit. Does not wait for the GPU.
     pub fn train_steps(&self, ctx: &GpuContext, steps: usize) -> Result<(), LayersError> {
         self.check_trains()?;
-        self.tape.run(ctx, self.train, steps)
+        self.store.run(ctx, self.train, steps)
     }
 
     fn check_trains(&self) -> Result<(), LayersError> {
@@ -383,7 +331,7 @@ impl GpuTrainer {
 
     /// Convenience: one evaluation of the batch in place, submitted. Does not wait.
     pub fn eval(&self, ctx: &GpuContext) -> Result<(), LayersError> {
-        self.tape.run(ctx, self.eval, 1)
+        self.store.run(ctx, self.eval, 1)
     }
 
     /// Loss and accuracy accumulated on the GPU since the last call; resets them. Waits for the
@@ -397,9 +345,9 @@ impl GpuTrainer {
     /// [`GpuTrainer::take_metrics`] on every target: in a browser the read-back completes
     /// through the event loop, so training code awaits this instead.
     pub async fn take_metrics_async(&self, ctx: &GpuContext) -> Result<Metrics, LayersError> {
-        let c = self.tape.read_u32_async(ctx, self.net.counters, COUNTERS).await?;
+        let c = self.store.read_u32_async(ctx, self.net.counters, COUNTERS).await?;
         // Zero loss, rows, correct and bad labels; keep the step count (Adam needs it).
-        self.tape.write_u32(ctx, self.net.counters, &[0; COUNTER_STEP])?;
+        self.store.write_u32(ctx, self.net.counters, &[0; COUNTER_STEP])?;
         self.net.metrics_from_counters(&c)
     }
 
@@ -424,9 +372,9 @@ impl GpuTrainer {
     async fn read_layers(&self, ctx: &GpuContext, which: impl Fn(&crate::Linear) -> TensorId) -> Result<Vec<Matrix>, LayersError> {
         let mut flat = Vec::new();
         for l in &self.net.linears {
-            flat.push(self.tape.read_f32_async(ctx, which(l), (l.inputs + 1) * l.outputs).await?);
+            flat.push(self.store.read_f32_async(ctx, which(l), (l.inputs + 1) * l.outputs).await?);
         }
-        Ok(split_parameters(&self.net.spec, &flat))
+        Ok(unflatten_parameters(&self.net.spec, &flat))
     }
 
     /// Copies this trainer's parameters into `other`'s on the GPU (one submission of buffer
@@ -445,7 +393,7 @@ impl GpuTrainer {
             let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copy parameters") });
             for (from, to) in self.net.linears.iter().zip(&other.net.linears) {
                 let bytes = ((from.inputs + 1) * from.outputs * std::mem::size_of::<f32>()) as u64;
-                encoder.copy_buffer_to_buffer(self.tape.buffer(from.params), 0, other.tape.buffer(to.params), 0, bytes);
+                encoder.copy_buffer_to_buffer(self.store.buffer(from.params), 0, other.store.buffer(to.params), 0, bytes);
             }
             ctx.queue.submit([encoder.finish()]);
         })?;
@@ -455,17 +403,17 @@ impl GpuTrainer {
     /// Replaces the parameters (shapes checked: `[W1, b1, ...]`) and resets the optimizer state
     /// and step count. Takes effect at the next submit; reads nothing back.
     pub fn load_parameters(&self, ctx: &GpuContext, params: &[Matrix]) -> Result<(), LayersError> {
-        let flat = join_parameters(&self.net.spec, params)?;
+        let flat = flatten_parameters(&self.net.spec, params)?;
         // Queue writes, inside the error scope (a lost device is an `Err`, not a panic).
         ctx.scoped(|| {
             for (layer, p) in self.net.linears.iter().zip(&flat) {
-                self.tape.write_f32(ctx, layer.params, p)?;
+                self.store.write_f32(ctx, layer.params, p)?;
                 let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
-                self.tape.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
+                self.store.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
             }
             // The step count alone goes back to 0; the loss and accuracy sums stay.
             let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
-            ctx.queue.write_buffer(self.tape.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
+            ctx.queue.write_buffer(self.store.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
             Ok(())
         })?
     }
@@ -492,10 +440,10 @@ impl GpuTrainer {
         let mut probs = Vec::with_capacity(x.rows * spec.output());
         for chunk in x.data.chunks(self.max_batch() * x.cols) {
             let rows = chunk.len() / x.cols;
-            self.tape.write_f32(ctx, self.net.input, chunk)?;
+            self.store.write_f32(ctx, self.net.input, chunk)?;
             self.set_batch(ctx, rows)?;
-            self.tape.run(ctx, self.predict, 1)?;
-            probs.extend(self.tape.read_f32_async(ctx, self.net.out, rows * spec.output()).await?);
+            self.store.run(ctx, self.predict, 1)?;
+            probs.extend(self.store.read_f32_async(ctx, self.net.out, rows * spec.output()).await?);
         }
         self.set_batch(ctx, previous)?;
         Ok(Matrix::new(x.rows, spec.output(), probs)?)

@@ -1,11 +1,11 @@
 //! [`CpuTrainer`]: trains a network on the CPU by running the [`Network`]'s tapes on a
-//! [`CpuTape`]. This is the reference the GPU trainer is checked against, and a usable trainer
+//! [`CpuStore`]. This is the CPU reference the GPU trainer is checked against, and a usable trainer
 //! on its own. Batches come in as `&Matrix` and label slices.
 
 use cpu_matrix::Matrix;
 
-use crate::cpu_tape::CpuTape;
-use crate::network::{join_parameters, split_parameters};
+use crate::cpu::store::CpuStore;
+use crate::network::{flatten_parameters, unflatten_parameters};
 use crate::tape::Op;
 use crate::wgsl::COUNTER_STEP;
 use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
@@ -13,13 +13,13 @@ use crate::{Fusion, LayersError, Metrics, Network, NetworkSpec, Optimizer};
 /// Trains a [`NetworkSpec`] on the CPU. Batches come in as `&Matrix` and label slices.
 pub struct CpuTrainer {
     net: Network,
-    tape: CpuTape,
+    store: CpuStore,
 }
 
 impl CpuTrainer {
     /// A trainer for batches of up to `max_batch` rows, parameters from `spec.init_parameters(seed)`,
-    /// running the fused tapes with the fast CPU ops of `cpu_fast.rs`. `with_fusion(..,
-    /// Fusion::Composed)` runs the primitive twins instead, the plain reference.
+    /// running the fused tapes with the fast CPU path (`cpu/fast.rs`). `with_fusion(..,
+    /// Fusion::Composed)` runs the primitive CPU references instead, the plain reference.
     pub fn new(spec: &NetworkSpec, optimizer: Optimizer, max_batch: usize, seed: u64) -> Result<Self, LayersError> {
         Self::with_fusion(spec, optimizer, max_batch, seed, Fusion::Fused)
     }
@@ -33,8 +33,8 @@ impl CpuTrainer {
         fusion: Fusion,
     ) -> Result<Self, LayersError> {
         let net = Network::new(spec, optimizer, fusion, seed)?;
-        let tape = CpuTape::new(&net.tensors, max_batch)?;
-        let mut trainer = Self { net, tape };
+        let store = CpuStore::new(&net.tensors, max_batch)?;
+        let mut trainer = Self { net, store };
         trainer.load_parameters(&spec.init_parameters(seed))?;
         Ok(trainer)
     }
@@ -44,7 +44,7 @@ impl CpuTrainer {
     }
 
     pub fn max_batch(&self) -> usize {
-        self.tape.max_batch
+        self.store.max_batch
     }
 
     /// The learning rate the next step uses.
@@ -56,15 +56,15 @@ impl CpuTrainer {
     /// optimizer). Loss and accuracy accumulate until [`CpuTrainer::take_metrics`].
     pub fn train_step<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         self.load_batch(x, labels)?;
-        let (tape, train) = (&mut self.tape, &self.net.train);
-        on_pool(|| tape.run(train))
+        let (store, train) = (&mut self.store, &self.net.train);
+        on_pool(|| store.run(train))
     }
 
     /// Forward and loss only on `x: [rows, input]`, `labels: [rows]`; adds to the metrics.
     pub fn eval_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         self.load_batch(x, labels)?;
-        let (tape, eval) = (&mut self.tape, &self.net.eval);
-        on_pool(|| tape.run(eval))
+        let (store, eval) = (&mut self.store, &self.net.eval);
+        on_pool(|| store.run(eval))
     }
 
     /// Softmax probabilities `[rows, classes]` for `x: [rows, input]` (any number of rows).
@@ -79,19 +79,19 @@ impl CpuTrainer {
             });
         }
         let mut probs = Vec::with_capacity(x.rows * classes);
-        for chunk in x.data.chunks(self.tape.max_batch * x.cols) {
+        for chunk in x.data.chunks(self.store.max_batch * x.cols) {
             let rows = chunk.len() / x.cols;
-            self.tape.set_batch(rows)?;
-            self.tape.f32_mut(self.net.input)[..chunk.len()].copy_from_slice(chunk);
-            self.tape.run(&self.net.predict)?;
-            probs.extend_from_slice(&self.tape.f32(self.net.out)[..rows * classes]);
+            self.store.set_batch(rows)?;
+            self.store.f32_mut(self.net.input)[..chunk.len()].copy_from_slice(chunk);
+            self.store.run(&self.net.predict)?;
+            probs.extend_from_slice(&self.store.f32(self.net.out)[..rows * classes]);
         }
         Ok(Matrix::new(x.rows, classes, probs)?)
     }
 
     /// Loss and accuracy since the last call; resets them. Errors on a non-finite loss.
     pub fn take_metrics(&mut self) -> Result<Metrics, LayersError> {
-        let c = self.tape.u32_mut(self.net.counters);
+        let c = self.store.u32_mut(self.net.counters);
         let snapshot = c.to_vec();
         c[..COUNTER_STEP].iter_mut().for_each(|v| *v = 0);
         self.net.metrics_from_counters(&snapshot)
@@ -99,14 +99,14 @@ impl CpuTrainer {
 
     /// `[W1, b1, W2, b2, ...]`, `W: [in, out]`, `b: [1, out]`.
     pub fn parameters(&self) -> Vec<Matrix> {
-        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.tape.f32(l.params).to_vec()).collect();
-        split_parameters(&self.net.spec, &flat)
+        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.store.f32(l.params).to_vec()).collect();
+        unflatten_parameters(&self.net.spec, &flat)
     }
 
     /// The gradients of the last training step, shaped like [`CpuTrainer::parameters`].
     pub fn gradients(&self) -> Vec<Matrix> {
-        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.tape.f32(l.grads).to_vec()).collect();
-        split_parameters(&self.net.spec, &flat)
+        let flat: Vec<Vec<f32>> = self.net.linears.iter().map(|l| self.store.f32(l.grads).to_vec()).collect();
+        unflatten_parameters(&self.net.spec, &flat)
     }
 
     /// Changes the learning rate from the next step on, keeping the optimizer state (momentum,
@@ -125,22 +125,22 @@ impl CpuTrainer {
 
     /// Replaces the parameters (shapes checked) and resets the optimizer state and step count.
     pub fn load_parameters(&mut self, params: &[Matrix]) -> Result<(), LayersError> {
-        let flat = join_parameters(&self.net.spec, params)?;
+        let flat = flatten_parameters(&self.net.spec, params)?;
         for (layer, p) in self.net.linears.iter().zip(flat) {
-            self.tape.f32_mut(layer.params).copy_from_slice(&p);
-            self.tape.f32_mut(layer.state).iter_mut().for_each(|v| *v = 0.0);
+            self.store.f32_mut(layer.params).copy_from_slice(&p);
+            self.store.f32_mut(layer.state).iter_mut().for_each(|v| *v = 0.0);
         }
-        self.tape.u32_mut(self.net.counters)[COUNTER_STEP] = 0;
+        self.store.u32_mut(self.net.counters)[COUNTER_STEP] = 0;
         Ok(())
     }
 
     fn load_batch<L: Copy + Into<u32>>(&mut self, x: &Matrix, labels: &[L]) -> Result<(), LayersError> {
         let labels: Vec<u32> = labels.iter().map(|&l| l.into()).collect();
-        self.net.check_batch(x.rows, x.cols, &labels, self.tape.max_batch)?;
+        self.net.check_batch(x.rows, x.cols, &labels, self.store.max_batch)?;
         Network::check_finite_input(&x.data, x.cols)?;
-        self.tape.set_batch(x.rows)?;
-        self.tape.f32_mut(self.net.input)[..x.data.len()].copy_from_slice(&x.data);
-        self.tape.u32_mut(self.net.labels)[..labels.len()].copy_from_slice(&labels);
+        self.store.set_batch(x.rows)?;
+        self.store.f32_mut(self.net.input)[..x.data.len()].copy_from_slice(&x.data);
+        self.store.u32_mut(self.net.labels)[..labels.len()].copy_from_slice(&labels);
         Ok(())
     }
 }

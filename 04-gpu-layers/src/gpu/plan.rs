@@ -1,0 +1,142 @@
+//! Which dispatches a tape of ops becomes, decided without a device: two-layer updates split
+//! where the device binds too few buffers, a `LinearForward` and the `OutputLayer` on it merged
+//! (`forward_output`) or split over k (`linear_forward_tiled (k split)` + `output_wide (sums)`)
+//! where the tiles and the device allow, and the name each dispatch goes by ([`plan`]).
+
+use crate::routing::DeviceFit;
+use crate::gpu::kernels::KernelId;
+use crate::tape::{LayerUpdate, Mode, Op};
+use crate::tiles::FusedTiles;
+
+/// The names the k split pair's two dispatches go by.
+pub(crate) const KERNEL_FORWARD_SPLIT: &str = "linear_forward_tiled (k split)";
+pub(crate) const KERNEL_FORWARD_SPLIT_COOP: &str = "linear_forward_coop (k split)";
+pub(crate) const KERNEL_OUTPUT_SUMS: &str = "output_wide (sums)";
+
+/// `op`, or, on a device that cannot bind two layers' buffers at once (`pairs` false), a
+/// two-layer `LinearUpdate` as two one-layer ones. Neither layer's update reads the other's
+/// parameters, so two dispatches compute what one would.
+pub(crate) fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
+    match *op {
+        Op::LinearUpdate { first, second: Some(second), counters, opt } if !pairs => vec![
+            Op::LinearUpdate { first, second: None, counters, opt },
+            Op::LinearUpdate { first: second, second: None, counters, opt },
+        ],
+        _ => vec![op.clone()],
+    }
+}
+
+/// Whether the `LinearUpdate` `op` runs `linear_update_coop` (the gradients on the tensor cores,
+/// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`) and one of
+/// its layers takes it ([`FusedTiles::coop_updates`] at `max_batch` rows).
+pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, op: &Op) -> bool {
+    let Op::LinearUpdate { first, second, .. } = op else {
+        return false;
+    };
+    let wide = |l: &LayerUpdate| tiles.coop_updates(max_batch, l.dy.cols, limits);
+    coop && (wide(first) || second.as_ref().is_some_and(wide))
+}
+
+/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
+/// pair a `LinearForward` `i` split over k and the `OutputLayer` `i + 1` that adds up its partial
+/// sums ([`FusedTiles::runs_k_split`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Planned {
+    One(usize),
+    Merged(usize),
+    SplitForward(usize),
+    SumsOutput(usize),
+}
+
+impl Planned {
+    /// The kernel it runs (the first op gathers when `gather`) with `tiles` on a device of
+    /// `limits`, in a tape sized for `max_batch` rows.
+    pub(crate) fn name(self, ops: &[Op], gather: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> &'static str {
+        match self {
+            Planned::Merged(0) if gather => "forward_output (gathering)",
+            Planned::Merged(_) => "forward_output",
+            Planned::SplitForward(_) => KERNEL_FORWARD_SPLIT,
+            Planned::SumsOutput(_) => KERNEL_OUTPUT_SUMS,
+            Planned::One(i) => match ops[i] {
+                Op::LinearForward { x, y, .. } => {
+                    forward_kernel_id(tiles, limits, x.rows.at(max_batch), y.cols, gather && i == 0).name()
+                }
+                Op::OutputLayer { h, out, .. } if tiles.output_wide(h.cols, out.cols, limits) => KernelId::OutputWide.name(),
+                ref op => op.kernel_name(),
+            },
+        }
+    }
+}
+
+/// The dispatches a GPU tape of `ops` sized for `max_batch` rows makes with `tiles` on a
+/// device of `limits` (the first op gathering its batch when `gather`), by kernel name, without
+/// a device: what [`crate::GpuStore::add_tape`] and [`crate::GpuStore::add_gathered_tape`] will prepare.
+pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> Vec<&'static str> {
+    let (ops, planned) = plan_ops(ops, tiles, gather, limits, max_batch);
+    planned.into_iter().map(|p| p.name(&ops, gather, tiles, limits, max_batch)).collect()
+}
+
+/// `ops` with two-layer updates split where the device binds too few buffers, and the
+/// dispatches they become.
+pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> (Vec<Op>, Vec<Planned>) {
+    let pairs = DeviceFit::for_limits(limits).linear_update_pairs;
+    let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs)).collect();
+    let mut planned = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        if let Some(next) = ops.get(i + 1)
+            && merges(&ops[i], next, tiles, gather && i == 0, limits)
+        {
+            planned.push(Planned::Merged(i));
+            i += 2;
+        } else if let Some(next) = ops.get(i + 1)
+            && !(gather && i == 0)
+            && runs_k_split_pair(&ops[i], next, tiles, limits, max_batch)
+        {
+            planned.extend([Planned::SplitForward(i), Planned::SumsOutput(i + 1)]);
+            i += 2;
+        } else {
+            planned.push(Planned::One(i));
+            i += 1;
+        }
+    }
+    (ops, planned)
+}
+
+/// Whether `forward` (reading a ready input) and `output` run as a `linear_forward_tiled` split
+/// over k and an `output_wide` that adds up its partial sums: a `LinearForward` and the
+/// training `OutputLayer` that reads exactly its output (with the same activation for dh), on
+/// shapes and a device the tiles allow ([`FusedTiles::runs_k_split`]). Evaluation and prediction
+/// keep the unsplit forward: their tapes, often sized for far larger batches, then need no
+/// buffer of partial sums.
+fn runs_k_split_pair(forward: &Op, output: &Op, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> bool {
+    let (Op::LinearForward { x, y, act, .. }, Op::OutputLayer { h, out, dh, mode: Mode::Train, .. }) = (forward, output) else {
+        return false;
+    };
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.runs_k_split(x.rows.at(max_batch), y.cols, out.cols, limits)
+}
+
+/// Whether `forward` and `output` run merged as one `forward_output` dispatch: a
+/// `LinearForward` and the `OutputLayer` that reads exactly its output (with the same
+/// activation for dh), on shapes and a device the tiles allow ([`FusedTiles::merges`]).
+fn merges(forward: &Op, output: &Op, tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> bool {
+    let (Op::LinearForward { y, act, .. }, Op::OutputLayer { h, out, dh, .. }) = (forward, output) else {
+        return false;
+    };
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.merges(y.cols, out.cols, gather, limits)
+}
+
+/// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs:
+/// gathering its input (`gather`), `linear_forward`'s gathering form; else
+/// `linear_forward_tiled` where [`FusedTiles::forward_tiled`] says so, else `linear_forward`.
+pub(crate) fn forward_kernel_id(tiles: &FusedTiles, limits: &wgpu::Limits, rows: usize, cols: usize, gather: bool) -> KernelId {
+    if gather {
+        KernelId::LinearForwardGather
+    } else if tiles.forward_tiled(rows, cols, limits) {
+        KernelId::LinearForwardTiled
+    } else {
+        KernelId::LinearForward
+    }
+}
