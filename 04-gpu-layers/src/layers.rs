@@ -24,6 +24,7 @@ pub struct Linear {
     pub state: TensorId,
 }
 
+// ANCHOR: linear_ops
 impl Linear {
     /// `W` as a view: the first `in x out` values of the parameters.
     pub fn weight(&self) -> View {
@@ -87,6 +88,7 @@ impl Linear {
         LayerUpdate { x, dy, params: self.params, grads: self.grads, state: self.state }
     }
 }
+// ANCHOR_END: linear_ops
 
 /// An elementwise activation layer, applied in place to its input tensor.
 #[derive(Debug, Clone, Copy, PartialEq)]

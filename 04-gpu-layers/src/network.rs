@@ -503,9 +503,9 @@ mod tests {
         let fused = Network::new(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused, 0).unwrap().train.len();
         let readme = include_str!("../README.md");
         for claim in [
-            format!("{composed} dispatches per step down to {fused}"),
-            format!("One training step of 784-128-10 is {composed} ops"),
-            format!("the same math in {fused} ops"),
+            format!("The **composed** tape of 784-128-10 is {composed} ops"),
+            format!("The **fused** tape does the same math in {fused} dispatches"),
+            format!("took the step from {composed} dispatches to {fused}"),
         ] {
             assert!(readme.contains(&claim), "README.md should say {claim:?}");
         }

@@ -36,6 +36,7 @@ fn rounded(v: &[f64]) -> Vec<f64> {
     v.iter().map(|&x| x as f32 as f64).collect()
 }
 
+// ANCHOR: finite_differences
 /// Central differences of `f` at `p`.
 fn finite_differences(p: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f32> {
     let mut q = p.to_vec();
@@ -50,6 +51,7 @@ fn finite_differences(p: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f32> {
         })
         .collect()
 }
+// ANCHOR_END: finite_differences
 
 #[track_caller]
 fn assert_matches_fd(what: &str, backward: &[f32], fd: &[f32]) {

@@ -79,6 +79,7 @@ pub(crate) fn in_order<'b>(bound: &[&'b wgpu::Buffer], uniform: &'b wgpu::Buffer
     (0..).zip(bound.iter().copied().chain([uniform])).collect()
 }
 
+// ANCHOR: dispatch
 /// One prepared op: everything a recording needs, made once.
 pub(crate) enum Dispatch {
     Kernel {
@@ -101,6 +102,7 @@ pub(crate) enum Dispatch {
         opt_uniform: Option<wgpu::Buffer>,
     },
 }
+// ANCHOR_END: dispatch
 
 impl Dispatch {
     /// The optimizer uniform of an update dispatch, whose learning rate the host rewrites.

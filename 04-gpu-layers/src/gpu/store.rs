@@ -240,6 +240,7 @@ impl GpuStore {
         self.record_steps(tape, slot..slot + 1, pass);
     }
 
+    // ANCHOR: record_steps
     /// Records `tape` once for each batch in `slots`, in order, into `pass`. A split tape
     /// records its prologue first (the rows and partial sums of batch `slots.start`), and each
     /// step's update those of the next batch of the range (the last one's, of its own batch
@@ -258,6 +259,7 @@ impl GpuStore {
             _ => slots.for_each(|slot| dispatches.iter().for_each(|(_, d)| d.record(pass, slot))),
         }
     }
+    // ANCHOR_END: record_steps
 
     /// Whether `tape` runs split ([`GpuStore::add_split_tape`]).
     pub fn is_split(&self, tape: TapeId) -> bool {
