@@ -52,9 +52,10 @@ def whole_md_include(text):
 
 
 def split_code(text):
-    """(is_code, chunk) pieces: fenced blocks and inline code spans are code."""
+    """(is_code, chunk) pieces: fenced blocks are code (a link's label may hold an inline code
+    span, so those stay in the text)."""
     out, pos = [], 0
-    pattern = re.compile(r"(?ms)^(\s*)(```|~~~).*?^\s*\2[^\n]*$|`[^`\n]*`")
+    pattern = re.compile(r"(?ms)^(\s*)(```|~~~).*?^\s*\2[^\n]*$")
     for m in pattern.finditer(text):
         out.append((False, text[pos:m.start()]))
         out.append((True, m.group(0)))
@@ -109,15 +110,16 @@ def rewrite(text, base_dir, page_dir, pages, where, depth=0):
         if resolved.startswith(SRC + os.sep):
             return rel(resolved, page_dir) + frag
         if os.path.isdir(resolved):
-            # A folder: its README when it has one, else the folder's listing is not in the site.
-            readme = os.path.join(resolved, "README.md")
+            # A folder: the site has no listing, so the nearest README.md that describes it (its
+            # own, or its parent's: a results folder's README names every file in it).
+            folder = resolved
+            while folder.startswith(REPO) and not os.path.isfile(os.path.join(folder, "README.md")):
+                folder = os.path.dirname(folder)
+            readme = os.path.join(folder, "README.md")
             if readme in pages:
-                return rel(os.path.join(SRC, pages[readme]), page_dir) + frag
-            if os.path.isfile(readme):
-                repo_files.add(rel(readme, REPO))
-                return rel(os.path.join(SRC, "repo", rel(readme, REPO)), page_dir)
-            errors.append(f"{where}: link to the folder {target}, which has no README.md")
-            return target
+                return rel(os.path.join(SRC, pages[readme]), page_dir)
+            repo_files.add(rel(readme, REPO))
+            return rel(os.path.join(SRC, "repo", rel(readme, REPO)), page_dir)
         repo_files.add(rel(resolved, REPO))
         return rel(os.path.join(SRC, "repo", rel(resolved, REPO)), page_dir) + frag
 
