@@ -54,8 +54,16 @@ fn err(at: &str, what: impl fmt::Display) -> TableError {
 pub struct Directive {
     pub path: String,
     pub filters: Vec<(String, String)>,
-    /// (column, header, decimals)
-    pub columns: Option<Vec<(String, Option<String>, Option<usize>)>>,
+    pub columns: Option<Vec<Column>>,
+}
+
+/// One column of a `columns:` list: the CSV's column, the header to show (else the CSV's),
+/// and the decimals to round its numbers to (else as written).
+#[derive(Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub header: Option<String>,
+    pub decimals: Option<usize>,
 }
 
 /// `text@N` -> (`text`, Some(N)); anything else -> (`text`, None).
@@ -94,8 +102,8 @@ impl Directive {
                     .map(|item| {
                         let (item, decimals) = split_decimals(item);
                         match item.split_once('=') {
-                            Some((k, h)) => (k.trim().to_string(), Some(h.trim().to_string()), decimals),
-                            None => (item.to_string(), None, decimals),
+                            Some((k, h)) => Column { name: k.trim().to_string(), header: Some(h.trim().to_string()), decimals },
+                            None => Column { name: item.to_string(), header: None, decimals },
                         }
                     })
                     .collect();
@@ -190,7 +198,7 @@ pub fn render(d: &Directive, csv: &Csv) -> Result<String, String> {
         filters.push((index(k)?, v.as_str()));
     }
     let picked: Vec<(usize, String, Option<usize>)> = match &d.columns {
-        Some(cols) => cols.iter().map(|(k, h, n)| Ok((index(k)?, h.clone().unwrap_or_else(|| k.clone()), *n))).collect::<Result<_, String>>()?,
+        Some(cols) => cols.iter().map(|c| Ok((index(&c.name)?, c.header.clone().unwrap_or_else(|| c.name.clone()), c.decimals))).collect::<Result<_, String>>()?,
         None => csv.header.iter().cloned().enumerate().map(|(i, h)| (i, h, None)).collect(),
     };
     let rows: Vec<&Vec<String>> = csv.rows.iter().filter(|r| filters.iter().all(|(i, v)| r[*i] == *v)).collect();
@@ -303,9 +311,10 @@ mod tests {
         let d = Directive::parse(" results/x.csv; where: n=4096; columns: kernel=Kernel, tflops ").unwrap();
         assert_eq!(d.path, "results/x.csv");
         assert_eq!(d.filters, vec![("n".to_string(), "4096".to_string())]);
-        assert_eq!(d.columns, Some(vec![("kernel".into(), Some("Kernel".into()), None), ("tflops".into(), None, None)]));
+        let col = |name: &str, header: Option<&str>, decimals| Column { name: name.into(), header: header.map(String::from), decimals };
+        assert_eq!(d.columns, Some(vec![col("kernel", Some("Kernel"), None), col("tflops", None, None)]));
         let d = Directive::parse("x.csv; columns: tflops=TFLOP/s@1, ms@2").unwrap();
-        assert_eq!(d.columns, Some(vec![("tflops".into(), Some("TFLOP/s".into()), Some(1)), ("ms".into(), None, Some(2))]));
+        assert_eq!(d.columns, Some(vec![col("tflops", Some("TFLOP/s"), Some(1)), col("ms", None, Some(2))]));
         assert!(Directive::parse("x.csv; sort: n").is_err());
         assert!(Directive::parse("x.csv; where: n").is_err());
     }
