@@ -35,7 +35,7 @@
 //   bands are walked column by column, so the workgroups resident at one time share a few
 //   bands of A and of B, which then stay in the L2 cache. (GM = 1 is the plain order.)
 //
-// On the H200 none of the three paid (the README's tuning tables): the best tile is kernel 05's
+// On the H200 none of the three paid (book/src/worklog/03.md): the best tile is kernel 05's
 // (128 x 128 x 8, 16 x 8 per invocation) with 64 x 64 warp tiles, at kernel 05's speed; BK = 16
 // made every tile slower, and the swizzle changed nothing measurable.
 //

@@ -27,14 +27,14 @@
 //    buffer and two barriers per step, which leaves room for deeper steps (BK = 64) in the
 //    48 KiB of workgroup memory (the tuner's `s1` tiles). On the H200 one buffer with 32-deep
 //    steps is the fastest tile (278 TFLOP/s for the product at n = 4096, against 190 for two
-//    buffers with 16-deep steps; see the README), so it is the ladder's first.
+//    buffers with 16-deep steps; book/src/worklog/03.md), so it is the ladder's first.
 //    FRAG_PREFETCH (the tuner's `pf` tiles; not taken): with STAGES = 1 or 2, each 16-deep
 //    sub-step's fragments are loaded from the tiles one sub-step ahead. On the H200 that cost
 //    the ladder's tile a quarter of its speed (184 against 240-245 TFLOP/s at n = 4096) and
-//    gave the 64-deep one 2 % (218 against 213; see the README).
+//    gave the 64-deep one 2 % (218 against 213; book/src/worklog/03.md).
 //    EARLY_FETCH (the tuner's `ef` tiles, STAGES = 1): the next step's global loads are
 //    issued right after this step's tile is stored, before the barrier rather than after it.
-//    On the H200 that cost 3-7 % (see the README); not taken.
+//    On the H200 that cost 3-7 % (book/src/worklog/03.md); not taken.
 //    SYNC_COPY (the tuner's `sc` tiles, STAGES = 1): each step loads its own tiles and stores
 //    them at once, so no registers stay reserved for tiles in flight during the multiply-adds
 //    (fewer registers per invocation, perhaps more workgroups per multiprocessor); the loads'

@@ -203,7 +203,7 @@ impl Kernel {
         match self {
             Kernel::Naive => vec![t(16, 16, 1, 1, 1)],
             Kernel::Tiled => vec![t(16, 16, 16, 1, 1)],
-            // Chosen from `--tune` on the H200 (see the README): the best tile at n = 4096 first,
+            // Chosen from `--tune` on the H200 (book/src/worklog/03.md): the best tile at n = 4096 first,
             // then the best where that one leaves too few workgroups.
             Kernel::Blocked2d => vec![t(128, 128, 8, 8, 8), t(64, 64, 8, 4, 4), t(32, 32, 8, 2, 2), t(16, 16, 8, 1, 1)],
             Kernel::Vec4 => vec![t(128, 64, 16, 8, 4), t(64, 64, 16, 4, 4), t(32, 32, 8, 4, 4)],

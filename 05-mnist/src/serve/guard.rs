@@ -170,8 +170,18 @@ pub(crate) async fn guard(State(guard): State<Arc<Guard>>, req: Request, next: N
     res
 }
 
+/// The policy of the book's pages (`/book/`): mdBook's pages set their theme and sidebar with
+/// inline scripts and styles, so those are allowed there, and only there; the book has no
+/// forms and calls no API.
+pub const BOOK_CSP: &str = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; \
+                            img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; \
+                            form-action 'none'; frame-ancestors 'none'";
+
 fn security_headers(h: &mut HeaderMap) {
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    // A handler may have chosen the policy of its own answer (the book's, [`BOOK_CSP`]).
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    }
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));

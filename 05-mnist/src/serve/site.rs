@@ -134,7 +134,9 @@ async fn book_file(files: &SiteFiles, path: &str) -> Response {
         "ttf" => "font/ttf",
         _ => "text/plain; charset=utf-8",
     };
-    send(file, content_type).await
+    let mut res = send(file, content_type).await;
+    res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static(super::guard::BOOK_CSP));
+    res
 }
 
 async fn mnist_data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
@@ -211,6 +213,8 @@ mod tests {
         std::fs::write(tmp.path().join("site/secret.txt"), b"no").unwrap();
         let app = routes(SiteFiles { site: Some(tmp.path().join("site")), data_dir: PathBuf::new(), fashion_dir: PathBuf::new() });
         assert_eq!(get(&app, "/book/").await, (StatusCode::OK, b"<h1>book</h1>".to_vec()));
+        let res = app.clone().oneshot(Request::get("/book/").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(res.headers()[header::CONTENT_SECURITY_POLICY], super::super::guard::BOOK_CSP, "the book's own policy");
         assert_eq!(get(&app, "/book/css/general.css").await, (StatusCode::OK, b"body{}".to_vec()));
         assert_eq!(get(&app, "/book").await.0, StatusCode::PERMANENT_REDIRECT);
         for path in ["/book/../secret.txt", "/book/..%2Fsecret.txt", "/book/%2E%2E/secret.txt", "/book/.hidden", "/book/css", "/book/nope.html", "/book//etc/passwd"] {
