@@ -8,6 +8,10 @@
    note says why ("longer than 700 lines because ...");
 3. every Rust source file opens with a `//!` note that says its job.
 
+A folder module (`train/`) counts once more as a whole: a file outside it that imports from
+it, while one of its files imports that file back, is a cycle too (`events.rs` using
+`train::TrainRequest` while `train/cpu.rs` uses `events::PROGRESS_EVERY`).
+
 An import is a `use` or a path (`crate::a::B`, `super::c`, `child::d`) that names an item of
 another file of the same crate; `pub use` re-exports are followed to the file that defines the
 item, so a facade (`lib.rs`, `mod.rs` re-exporting its children) is not itself an edge.
@@ -237,6 +241,25 @@ def edges_of(modules):
     return edges
 
 
+def folder_edges(modules, edges):
+    """The same edges between units, where a unit is a top-level file of the crate root or a
+    whole folder module under it (named by the folder)."""
+    root_dir = os.path.dirname(modules[()].file)
+
+    def unit(f):
+        rel = os.path.relpath(f, root_dir)
+        first = rel.split(os.sep)[0]
+        return os.path.join(root_dir, first) if os.sep in rel else f
+
+    out = {}
+    for a, targets in edges.items():
+        for b in targets:
+            ua, ub = unit(a), unit(b)
+            if ua != ub:
+                out.setdefault(ua, set()).add(ub)
+    return out
+
+
 def cycles(edges):
     """Strongly connected components with more than one file (Tarjan)."""
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
@@ -300,9 +323,13 @@ def main():
     for crate in sorted(crates):
         for r in crate_roots(crate):
             modules = load_crate(r)
-            for comp in cycles(edges_of(modules)):
+            edges = edges_of(modules)
+            for comp in cycles(edges):
                 rels = [os.path.relpath(f, root) for f in comp]
                 problems.append("import cycle: " + " <-> ".join(rels))
+            for comp in cycles(folder_edges(modules, edges)):
+                rels = [os.path.relpath(f, root) for f in comp]
+                problems.append("import cycle between modules: " + " <-> ".join(rels))
         for sub in ("src", "examples", "benches"):
             for dirpath, dirnames, filenames in os.walk(os.path.join(crate, sub)):
                 dirnames[:] = [d for d in dirnames if d not in ("target", "node_modules")]

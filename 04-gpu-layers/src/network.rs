@@ -359,7 +359,7 @@ impl Network {
             return Err(LayersError::NonFinite { what: format!("the loss of {} rows", c[COUNTER_NON_FINITE]) });
         }
         let fixed = (c[COUNTER_LOSS_HI] as u64) << 32 | c[COUNTER_LOSS_LO] as u64;
-        let loss_sum = fixed as f64 / crate::cpu::reference::LOSS_UNITS_PER_ONE;
+        let loss_sum = fixed as f64 / crate::wgsl::LOSS_UNITS_PER_ONE;
         Ok(crate::Metrics { loss_sum, rows: c[COUNTER_ROWS] as u64, correct: c[COUNTER_CORRECT] as u64 })
     }
 }

@@ -72,6 +72,9 @@ pub const MERGED_X_SHARED: u32 = 2048;
 /// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
 /// The loss sum is a 64-bit fixed-point number in units of 2^-20 (see `cpu::loss_to_fixed`).
 pub const COUNTERS: usize = 8;
+/// Fixed-point units per 1.0 of loss: the loss sum is counted in units of 2^-20 (`loss.wgsl`
+/// adds `v * 1048576`).
+pub const LOSS_UNITS_PER_ONE: f64 = 1048576.0;
 pub(crate) const COUNTER_LOSS_LO: usize = 0;
 pub(crate) const COUNTER_LOSS_HI: usize = 1;
 pub(crate) const COUNTER_ROWS: usize = 2;

@@ -13,8 +13,6 @@
 //! `web/app.js` draws both. A new connection to the server first gets a [`Snapshot`], so a page
 //! that loads in the middle of a run (or reconnects) sees the whole run so far.
 
-use std::time::Duration;
-
 use gpu_layers::Loss;
 use serde::{Deserialize, Serialize};
 
@@ -27,11 +25,9 @@ use crate::train::{LossChoice, TrainRequest};
 /// A run's number, from 1: the server counts its runs, a page counts the runs it trains itself.
 pub type RunId = u64;
 
-/// The progress interval: how often a run reports its progress inside an epoch, at most (the
-/// last batch of an epoch is always reported). On the GPU each report is a read-back of the
-/// loss, which waits for the device, so it stays rare; 250 ms still moves the page's progress
-/// bar four times a second.
-pub const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// The progress interval (defined by the training loops that keep it): at most this long
+/// between two `progress` events of an epoch.
+pub use crate::train::PROGRESS_EVERY;
 
 /// How many test images the page's grid shows (the first ones of the test set).
 pub const SAMPLE_COUNT: usize = 24;

@@ -134,8 +134,7 @@ pub struct LossStats {
     pub non_finite: u32,
 }
 
-/// Fixed-point units per 1.0 of loss: the loss sum is counted in units of 2^-20.
-pub const LOSS_UNITS_PER_ONE: f64 = 1048576.0;
+pub use crate::wgsl::LOSS_UNITS_PER_ONE;
 
 /// One row's loss as the GPU's `add_loss` (softmax_row.wgsl) adds it: `None` for NaN or
 /// `> 1e12`, else the loss (at least 0) in units of 2^-20, split and rounded like the kernel.

@@ -9,9 +9,8 @@ use web_time::Instant;
 use cpu_matrix::Matrix;
 use gpu_layers::{CpuTrainer, LayersError, NetworkSpec};
 
-use super::shared::{Event, Progress, Sums, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::shared::{Event, PROGRESS_EVERY, Progress, Sums, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use super::{CPU_EVAL_ROWS, TrainConfig};
-use crate::events::PROGRESS_EVERY;
 use crate::data::{Dataset, Mnist, PIXELS, gather_batch_cpu, gather_batch_into, prefetch_batch};
 use crate::error::Result;
 use crate::model_io::Model;

@@ -26,9 +26,8 @@ use web_time::Instant;
 use common::{GpuContext, QueueMark};
 use gpu_layers::{Fusion, FusedTiles, Gathered, GatheredEval, GpuTrainer, Kernels, Network, NetworkSpec};
 
-use super::shared::{Event, Progress, Sums, TrainOutcome, checked, epoch_metrics, shuffled_order};
+use super::shared::{Event, PROGRESS_EVERY, Progress, Sums, TrainOutcome, checked, epoch_metrics, shuffled_order};
 use super::{GPU_EVAL_ROWS, TrainConfig};
-use crate::events::PROGRESS_EVERY;
 use crate::data::{Mnist, PIXELS};
 use crate::error::{MnistError, Result};
 use crate::gather::{DeviceBatches, GatherKernel};

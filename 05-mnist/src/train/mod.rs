@@ -19,7 +19,7 @@
 //!   two recordings: our gather kernel (batch `s` picked by a dynamic uniform offset) and
 //!   stage 04's `record_step` (forward, loss, backward, update: a handful of dispatches). The
 //!   loss and accuracy are summed on the device and read with `take_metrics` when the epoch
-//!   ends, or every [`crate::events::PROGRESS_EVERY`] so a slow adapter still shows progress. The stop flag is
+//!   ends, or every [`PROGRESS_EVERY`] so a slow adapter still shows progress. The stop flag is
 //!   checked after every submission. Evaluation runs the same way with `record_eval` on the
 //!   test set, in order.
 //!
@@ -48,7 +48,7 @@ pub use config::{CPU_EVAL_ROWS, GPU_EVAL_ROWS, LossChoice, MatmulPrecision, Opti
 pub use device::select_device;
 pub use device::{Device, DeviceChoice, Fallback, Selected, select_device_with};
 pub use request::{MAX_BATCH_SIZE, MAX_EPOCHS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_SIZE, MAX_LR, TrainRequest};
-pub use shared::{Event, Progress, TrainOutcome, shuffled_order};
+pub use shared::{Event, PROGRESS_EVERY, Progress, TrainOutcome, shuffled_order};
 
 use crate::data::{Mnist, PIXELS, gather_batch_cpu};
 use crate::error::{MnistError, Result};

@@ -1,6 +1,8 @@
 //! What the CPU and the GPU loops share: what a run reports ([`Event`], [`Progress`]) and
 //! returns ([`TrainOutcome`]), the seeded shuffle of an epoch's rows, and the loss and accuracy
-//! sums that become an epoch's [`EpochMetrics`].
+//! sums that become an epoch's [`EpochMetrics`], and how often a run reports ([`PROGRESS_EVERY`]).
+
+use std::time::Duration;
 
 use gpu_layers::{LayersError, Metrics};
 use rand::SeedableRng;
@@ -10,6 +12,12 @@ use super::TrainConfig;
 use crate::error::{MnistError, Result};
 use crate::metrics::EpochMetrics;
 use crate::model_io::Model;
+
+/// The progress interval: how often a run reports its progress inside an epoch, at most (the
+/// last batch of an epoch is always reported). On the GPU each report is a read-back of the
+/// loss, which waits for the device, so it stays rare; 250 ms still moves the page's progress
+/// bar four times a second.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// What a run reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
