@@ -42,13 +42,15 @@ use crate::{Activation, Optimizer};
 pub const PARALLEL_MIN_FLOPS: usize = 4 << 20;
 
 /// The vector instructions the CPU trainer uses on this machine, for reports: "avx512",
-/// "avx2+fma" or "portable".
+/// "avx2+fma", "simd128" (WebAssembly) or "portable".
 pub fn instruction_set() -> &'static str {
     match isa() {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => "avx512",
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => "avx2+fma",
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => "simd128",
         Isa::Portable => "portable",
     }
 }

@@ -6,6 +6,8 @@ use std::cell::RefCell;
 
 use crate::Activation;
 use crate::cpu::fast_tiles::{Isa, Portable, TILE, Tiles, isa};
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use crate::cpu::fast_tiles::wasm;
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::fast_tiles::x86;
 use crate::cpu::reference::{activate_grad, activate_value};
@@ -39,6 +41,9 @@ macro_rules! for_each_isa {
                 // SAFETY: `isa()` detected AVX2 and FMA on this CPU.
                 #[cfg(target_arch = "x86_64")]
                 Isa::Avx2 => unsafe { avx2($($arg),*) },
+                // SAFETY: the module was compiled with simd128, so every engine that loads it runs it.
+                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                Isa::Simd128 => unsafe { $generic::<wasm::Simd128>($($arg),*) },
                 // SAFETY: plain Rust, no instruction-set requirement.
                 Isa::Portable => unsafe { $generic::<Portable>($($arg),*) },
             }

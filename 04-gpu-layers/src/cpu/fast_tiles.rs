@@ -1,6 +1,7 @@
 //! The fast CPU path's register tiles: the instruction set detected at run time ([`Isa`]) and,
 //! for each, an `MR x NR` tile of `A B` and `Aᵀ B` kept in vector registers for the whole k loop
-//! ([`Tiles`]): AVX-512 (8 x 32), AVX2 + FMA (6 x 16), or portable Rust (4 x 8).
+//! ([`Tiles`]): AVX-512 (8 x 32), AVX2 + FMA (6 x 16), WebAssembly SIMD (`simd128`, 6 x 8, in
+//! a browser build compiled with it), or portable Rust (4 x 8).
 
 use std::sync::OnceLock;
 
@@ -11,8 +12,19 @@ pub(super) enum Isa {
     Avx512,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    Simd128,
+    #[cfg_attr(all(target_arch = "wasm32", target_feature = "simd128"), allow(dead_code))]
     Portable,
 }
+
+/// The set every build can run. WebAssembly has no run-time detection: a module either has SIMD
+/// instructions or not, and an engine without them refuses the whole module. The workspace's
+/// `.cargo/config.toml` builds the browser's module with `simd128` (every current browser runs it).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+const BASELINE: Isa = Isa::Simd128;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+const BASELINE: Isa = Isa::Portable;
 
 pub(super) fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
@@ -26,7 +38,7 @@ pub(super) fn isa() -> Isa {
                 return Isa::Avx2;
             }
         }
-        Isa::Portable
+        BASELINE
     })
 }
 
@@ -38,6 +50,8 @@ impl Isa {
             Isa::Avx512 => <x86::Avx512 as Tiles>::MR,
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => <x86::Avx2 as Tiles>::MR,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => <wasm::Simd128 as Tiles>::MR,
             Isa::Portable => <Portable as Tiles>::MR,
         }
     }
@@ -337,6 +351,113 @@ pub(super) mod x86 {
                     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
                     let s = _mm_add_ss(s, _mm_shuffle_ps::<0x55>(s, s));
                     out[t][u] = _mm_cvtss_f32(s);
+                }
+            }
+            out
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(super) mod wasm {
+    //! The WebAssembly SIMD tile: 128-bit vectors of four floats, with a separate multiply and
+    //! add (fused multiply-add is in the newer relaxed-SIMD set, which not every browser runs).
+    //! A browser's engine maps each `v128` to one x86 xmm (or Arm q) register, so the tile is
+    //! sized for 16 of them: 6 x 8 is twelve accumulators, two loads of B and one broadcast.
+    use std::arch::wasm32::*;
+
+    use super::{TILE, Tiles};
+
+    pub struct Simd128;
+
+    /// Four floats from `p` (no alignment needed: WebAssembly loads take any address).
+    ///
+    /// # Safety
+    /// `p..p + 4` must be readable.
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> v128 {
+        // SAFETY: per the contract.
+        unsafe { v128_load(p.cast()) }
+    }
+
+    #[inline(always)]
+    fn madd(acc: v128, a: v128, b: v128) -> v128 {
+        f32x4_add(acc, f32x4_mul(a, b))
+    }
+
+    impl Tiles for Simd128 {
+        const MR: usize = 6;
+        const NR: usize = 8;
+
+        unsafe fn ab(rows: &[&[f32]], b: &[f32], ldb: usize, k: usize, init: &[f32], out: &mut [f32; TILE]) {
+            assert!(k >= 1 && rows.len() >= 6 && rows.iter().all(|r| r.len() >= k) && init.len() >= 8);
+            assert!(b.len() >= (k - 1) * ldb + 8);
+            // SAFETY (every pointer access below): bounded by the asserts above.
+            unsafe {
+                let a: [*const f32; 6] = std::array::from_fn(|i| rows[i].as_ptr());
+                let (i0, i1) = (load(init.as_ptr()), load(init.as_ptr().add(4)));
+                let mut acc = [[i0, i1]; 6];
+                for p in 0..k {
+                    let bp = b.as_ptr().add(p * ldb);
+                    let (b0, b1) = (load(bp), load(bp.add(4)));
+                    for i in 0..6 {
+                        let av = f32x4_splat(*a[i].add(p));
+                        acc[i][0] = madd(acc[i][0], av, b0);
+                        acc[i][1] = madd(acc[i][1], av, b1);
+                    }
+                }
+                for (i, r) in acc.iter().enumerate() {
+                    v128_store(out.as_mut_ptr().add(i * 8).cast(), r[0]);
+                    v128_store(out.as_mut_ptr().add(i * 8 + 4).cast(), r[1]);
+                }
+            }
+        }
+
+        unsafe fn atb(a: &[f32], lda: usize, b: &[f32], ldb: usize, k: usize, out: &mut [f32; TILE]) {
+            assert!(k >= 1 && a.len() >= (k - 1) * lda + 6 && b.len() >= (k - 1) * ldb + 8);
+            // SAFETY (every pointer access below): bounded by the assert above.
+            unsafe {
+                let mut acc = [[f32x4_splat(0.0); 2]; 6];
+                for p in 0..k {
+                    let bp = b.as_ptr().add(p * ldb);
+                    let (b0, b1) = (load(bp), load(bp.add(4)));
+                    let ap = a.as_ptr().add(p * lda);
+                    for (i, r) in acc.iter_mut().enumerate() {
+                        let av = f32x4_splat(*ap.add(i));
+                        r[0] = madd(r[0], av, b0);
+                        r[1] = madd(r[1], av, b1);
+                    }
+                }
+                for (i, r) in acc.iter().enumerate() {
+                    v128_store(out.as_mut_ptr().add(i * 8).cast(), r[0]);
+                    v128_store(out.as_mut_ptr().add(i * 8 + 4).cast(), r[1]);
+                }
+            }
+        }
+
+        unsafe fn abt(a: &[&[f32]; 4], b: &[&[f32]; 4], k: usize) -> [[f32; 4]; 4] {
+            assert!(a.iter().chain(b).all(|r| r.len() >= k));
+            let whole = k / 4 * 4;
+            let mut acc = [[f32x4_splat(0.0); 4]; 4];
+            // SAFETY: every row holds at least k >= whole values (the assert above).
+            unsafe {
+                for j in (0..whole).step_by(4) {
+                    let av: [v128; 4] = std::array::from_fn(|t| load(a[t].as_ptr().add(j)));
+                    let bv: [v128; 4] = std::array::from_fn(|u| load(b[u].as_ptr().add(j)));
+                    for t in 0..4 {
+                        for u in 0..4 {
+                            acc[t][u] = madd(acc[t][u], av[t], bv[u]);
+                        }
+                    }
+                }
+            }
+            let mut out = [[0.0f32; 4]; 4];
+            for t in 0..4 {
+                for u in 0..4 {
+                    let v = acc[t][u];
+                    let lanes = f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v) + f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v);
+                    let tail: f32 = a[t][whole..k].iter().zip(&b[u][whole..k]).map(|(x, y)| x * y).sum();
+                    out[t][u] = lanes + tail;
                 }
             }
             out
