@@ -125,6 +125,8 @@ pub struct SamplesEvent {
 pub struct ModelInfo {
     /// e.g. `784-128-relu-10, run 2 after epoch 3 (test accuracy 96.10%)`.
     pub description: String,
+    /// Where it came from: the part of `description` after the layers.
+    pub origin: String,
     /// The widths of the hidden layers (`[]` for softmax regression).
     pub hidden: Vec<usize>,
     /// Every layer in the text form `--layers` takes (`784-256-relu-dropout0.2-10`), and the loss.
@@ -143,6 +145,7 @@ impl ModelInfo {
         let spec = &model.spec;
         Self {
             description: format!("{}, {origin}", spec.describe()),
+            origin: origin.to_string(),
             hidden: spec.layer_shapes().iter().skip(1).map(|&(i, _)| i).collect(),
             layers: spec.layers_string(),
             loss: spec.loss().into(),

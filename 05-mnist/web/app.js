@@ -58,6 +58,14 @@ const state = {
   model: null,      // "page" (the WebAssembly session has one), "server", or null
   events: null,     // the server's EventSource while "the server" is chosen
   browserRun: 0,
+  whereChosen: false, // the visitor picked "Train where" themselves
+  cpuWorker: null,  // the threaded CPU trainer (cpu_worker.js), once ready
+  cpuThreads: 1,    // its threads (1: the page's own module, on the page's thread)
+  cpuIsa: "",       // its vector instructions ("simd128")
+  threadsWhy: "",   // why the CPU runs on one thread, when it does on a multi-core machine
+  workerDataset: null, // the data set the worker holds
+  files: {},        // the checked files' bytes by data set and name, for the worker
+  workerRun: false, // the run in flight is the worker's
 };
 
 // ---------------------------------------------------------------- small helpers
@@ -101,23 +109,103 @@ function networkFields() {
   return { layers: text };
 }
 
+/// The form's number fields: the label the visitor sees, and what each accepts. The bounds are
+/// the input's own `min`/`max` attributes (index.html), which are the Rust side's limits
+/// (`TrainRequest::validate`; a test checks that they agree). `above`: the minimum itself is
+/// not allowed (a learning rate of 0); `below`: neither is the maximum (momentum 1).
+const NUMBER_FIELDS = {
+  lr: { label: "Learning rate", above: true },
+  batch_size: { label: "Batch size", integer: true },
+  epochs: { label: "Epochs", integer: true },
+  momentum: { label: "Momentum", below: true },
+  limit_train: { label: "Training images", integer: true, optional: true },
+  limit_test: { label: "Test images", integer: true, optional: true },
+  seed: { label: "Seed", integer: true },
+};
+
+/// A field the form cannot send: `field` is its id; the message names it by its label.
+class FieldError extends Error {
+  constructor(field, message) { super(message); this.field = field; }
+}
+
+/// The value of number field `id`, checked against its range; `undefined` for an optional
+/// field left empty. Throws a FieldError that names the field and says what it accepts.
+function numberField(id) {
+  const f = NUMBER_FIELDS[id];
+  const el = $(id);
+  const text = el.value.trim();
+  const lo = Number(el.min), hi = Number(el.max);
+  const range = f.integer
+    ? `a whole number from ${lo.toLocaleString("en-US")} to ${hi.toLocaleString("en-US")}`
+    : `a number ${f.above ? "above" : "from"} ${lo} ${f.below ? "and below" : "up to"} ${hi}`;
+  if (text === "") {
+    if (f.optional) return undefined;
+    throw new FieldError(id, `${f.label}: empty; enter ${range}.`);
+  }
+  const v = Number(text);
+  const bad = !Number.isFinite(v) || (f.integer && !Number.isInteger(v)) || v < lo || v > hi ||
+    (f.above && v === lo) || (f.below && v === hi);
+  if (bad) throw new FieldError(id, `${f.label}: “${text}” is not allowed; enter ${range}.`);
+  return v;
+}
+
+/// The form as a training request (the JSON of POST api/train, which the page's trainer reads
+/// too). Throws a FieldError for a value out of range.
 function readForm() {
   const req = {
     ...networkFields(),
     loss: $("loss").value,
     dataset: $("dataset").value,
-    lr: Number($("lr").value),
-    batch_size: Number($("batch_size").value),
-    epochs: Number($("epochs").value),
+    lr: numberField("lr"),
+    batch_size: numberField("batch_size"),
+    epochs: numberField("epochs"),
     optimizer: $("optimizer").value,
-    momentum: Number($("momentum").value || 0),
+    // Adam has no momentum: the field is disabled and not checked.
+    momentum: $("optimizer").value === "adam" ? 0.9 : numberField("momentum"),
     schedule: $("schedule").value,
     device: $("device").value,
-    seed: Number($("seed").value || 0),
+    seed: numberField("seed"),
   };
-  const limit = $("limit_train").value.trim();
-  if (limit !== "") req.limit_train = Number(limit);
+  const limit = numberField("limit_train");
+  if (limit !== undefined) req.limit_train = limit;
   return req;
+}
+
+/// The labels of the request's fields, for messages from Rust (`lr: 0 is not a learning rate`).
+const FIELD_LABELS = {
+  layers: "Layers", hidden: "Layers", loss: "Loss", dataset: "Data set", optimizer: "Optimizer",
+  schedule: "LR schedule", device: "Server device",
+  ...Object.fromEntries(Object.entries(NUMBER_FIELDS).map(([id, f]) => [id, f.label])),
+};
+
+/// Marks the field a message is about (`field`, or the request field a Rust message starts
+/// with), clears the marks of the others, and returns the message with the field's label in
+/// place of its JSON name.
+function markField(message, field) {
+  const m = /^(\w+): /.exec(message);
+  const name = field || (m && FIELD_LABELS[m[1]] ? m[1] : null);
+  for (const el of $("train-form").querySelectorAll(".invalid")) {
+    el.classList.remove("invalid");
+    el.removeAttribute("aria-invalid");
+  }
+  if (!name) return message;
+  const el = $(name === "hidden" ? "layers" : name);
+  if (el) {
+    el.classList.add("invalid");
+    el.setAttribute("aria-invalid", "true");
+    el.focus();
+  }
+  return m && m[1] === name ? FIELD_LABELS[name] + message.slice(m[1].length) : message;
+}
+
+/// Shows why a run could not start: the message above the form, the field marked, the
+/// progress bar empty again.
+function refuse(prefix, e) {
+  const text = markField(errorText(e), e && e.field);
+  showMessage(prefix + text);
+  showNetworkError(errorText(e));
+  $("progress-bar").style.width = "0%";
+  $("progress-text").textContent = "Idle.";
 }
 
 function fillForm(cfg) {
@@ -159,18 +247,25 @@ function setTraining(on) {
 $("train-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   showMessage("");
+  markField("");
+  let req;
+  try {
+    req = readForm();
+  } catch (e) {
+    refuse("Could not start training: ", e);
+    return;
+  }
   if (state.where === "server") {
     $("start").disabled = true;
     try {
-      await postJson("api/train", readForm());
+      await postJson("api/train", req);
       // The `start` event that follows updates the page.
     } catch (e) {
-      showMessage("Could not start training: " + errorText(e));
-      showNetworkError(errorText(e));
+      refuse("Could not start training: ", e);
       $("start").disabled = state.training;
     }
   } else {
-    trainInBrowser();
+    trainInBrowser(req);
   }
 });
 
@@ -217,7 +312,8 @@ $("dataset").addEventListener("change", () => {
 $("stop").addEventListener("click", async () => {
   $("stop").disabled = true;
   if (state.where !== "server") {
-    state.web.stop();
+    if (state.workerRun) state.cpuWorker.postMessage({ type: "stop" });
+    else state.web.stop();
     $("progress-text").textContent += " Stopping after the current batch…";
     return;
   }
@@ -258,11 +354,15 @@ function setWhere(where) {
   }
 }
 
-$("where").addEventListener("change", () => setWhere($("where").value));
+$("where").addEventListener("change", () => {
+  state.whereChosen = true;
+  setWhere($("where").value);
+  showWhereNote();
+});
 
 function cpuAdapter() {
-  const threads = navigator.hardwareConcurrency ? `, 1 of ${navigator.hardwareConcurrency} cores` : "";
-  return { name: `CPU (WebAssembly in this browser${threads})`, software: false, warning: null };
+  const threads = state.cpuThreads === 1 ? "1 thread" : `${state.cpuThreads} threads`;
+  return { name: `CPU (WebAssembly in this browser, ${threads}${state.cpuIsa ? ", " + state.cpuIsa : ""})`, software: false, warning: null };
 }
 
 // ---------------------------------------------------------------- progress and adapter
@@ -485,6 +585,7 @@ function handlers(source) {
       showAdapter(e.adapter);
       drawCharts();
       renderEpochTable();
+      showRunWarning("");
       setProgress(1, 0, 1, `Started: ${e.train_images.toLocaleString("en-US")} training images, ` +
         `${e.batches_per_epoch} batches per epoch, on ${e.adapter.name}.`);
     },
@@ -495,6 +596,7 @@ function handlers(source) {
         `test loss ${e.test_loss.toFixed(4)}, ${e.seconds.toFixed(2)} s.`);
       drawCharts();
       renderEpochTable();
+      showRunWarning(divergence(state.history, e.lr));
     },
     samples(e) {
       if (state.samples) { state.samples.predicted = e.predicted; renderSamples(); }
@@ -506,11 +608,35 @@ function handlers(source) {
     },
     error(e) {
       setTraining(false);
+      // A run refused before its first step leaves nothing to show: the bar goes back to empty.
+      if (!state.history.length) $("progress-bar").style.width = "0%";
       $("progress-text").textContent = "Training failed.";
-      showMessage(e.message);
+      showMessage(markField(e.message));
       showNetworkError(e.message);
     },
   };
+}
+
+/// Why the run looks diverged after its latest epoch ("" when it does not): accuracy near
+/// chance (one class in ten is 10%), or a training loss that rose from one epoch to the next.
+function divergence(history, lr) {
+  const e = history[history.length - 1];
+  if (!e) return "";
+  const prev = history[history.length - 2];
+  const reasons = [];
+  if (!(e.train_acc > 0.2)) reasons.push(`training accuracy ${pct(e.train_acc)} is near chance (10% for ten classes)`);
+  if (prev && !(e.train_loss <= 1.1 * prev.train_loss)) {
+    reasons.push(`the training loss rose from ${prev.train_loss.toFixed(4)} to ${e.train_loss.toFixed(4)}`);
+  }
+  if (!reasons.length) return "";
+  return `This run looks diverged: ${reasons.join(", and ")}. A learning rate too large for the network is the usual ` +
+    `cause: stop it and try about a tenth of it (${formatLr(lr / 10)}).`;
+}
+
+function showRunWarning(text) {
+  const box = $("run-warning");
+  box.textContent = text;
+  box.hidden = !text;
 }
 
 function applySnapshot(s) {
@@ -554,20 +680,88 @@ function connect() {
 
 // ---------------------------------------------------------------- training in this browser
 
-async function trainInBrowser() {
-  const req = readForm();
+async function trainInBrowser(req) {
   delete req.device;
-  const limitTest = $("limit_test").value.trim();
-  if (limitTest !== "") req.limit_test = Number(limitTest);
+  const limitTest = numberField("limit_test");
+  if (limitTest !== undefined) req.limit_test = limitTest;
   const device = state.where === "browser-gpu" ? "gpu" : "cpu";
   state.browserRun += 1;
   const h = handlers("page");
   setTraining(true);
   $("progress-text").textContent = "Preparing…";
   try {
-    await state.web.train(JSON.stringify(req), device, state.browserRun, (name, json) => h[name](JSON.parse(json)));
+    if (device === "cpu" && state.cpuWorker) await trainInWorker(JSON.stringify(req), state.browserRun, h);
+    else await state.web.train(JSON.stringify(req), device, state.browserRun, (name, json) => h[name](JSON.parse(json)));
   } catch (e) {
     h.error({ run: state.browserRun, message: errorText(e) });
+  }
+}
+
+// ---------------------------------------------------------------- the CPU trainer's threads
+
+/// Starts the threaded CPU trainer (cpu_worker.js) with one thread per core, where the page may
+/// share memory with workers (cross-origin isolated); otherwise says why the CPU gets one thread.
+async function startCpuWorker() {
+  const cores = navigator.hardwareConcurrency || 1;
+  state.cpuIsa = state.web.cpu_instruction_set();
+  if (cores < 2) return;
+  if (!self.crossOriginIsolated) {
+    state.threadsWhy = `It uses 1 of this machine's ${cores} cores: more need a cross-origin isolated page ` +
+      "(served with the COOP and COEP headers, as `mnist serve` serves it; WEB.md says how to set them up on another host).";
+    return;
+  }
+  try {
+    const worker = new Worker("cpu_worker.js", { type: "module" });
+    const ready = await new Promise((resolve, reject) => {
+      worker.onmessage = ({ data }) => (data.type === "ready" ? resolve(data) : reject(new Error(data.error || data.type)));
+      worker.onerror = (e) => reject(new Error(e.message || "the worker did not start"));
+      setTimeout(() => reject(new Error("no answer in 30 s")), 30_000);
+      worker.postMessage({ type: "init", threads: cores });
+    });
+    state.cpuWorker = worker;
+    state.cpuThreads = ready.threads;
+    state.cpuIsa = ready.isa;
+  } catch (e) {
+    state.threadsWhy = `It runs on one thread: the threaded trainer did not start (${errorText(e)}).`;
+  }
+}
+
+/// Sends the worker the page's data set if it holds another one (or none yet).
+function sendWorkerData() {
+  if (state.workerDataset === state.dataset) return;
+  const files = state.files[state.dataset] || {};
+  for (const name of FILES) {
+    if (!files[name]) throw new Error(`the threaded trainer has no copy of ${name}: reload the page`);
+    state.cpuWorker.postMessage({ type: "file", dataset: state.dataset, name, bytes: files[name] });
+  }
+  state.workerDataset = state.dataset;
+}
+
+/// Asks the worker one thing and waits for the answer of `type` (or its error).
+function askWorker(msg, type, onEvent) {
+  return new Promise((resolve, reject) => {
+    state.cpuWorker.onmessage = ({ data }) => {
+      if (data.type === "event") onEvent(data);
+      else if (data.type === type && type !== "end") resolve(data);
+      else if (data.type === "end") (data.error ? reject(new Error(data.error)) : resolve(data));
+    };
+    state.cpuWorker.postMessage(msg);
+  });
+}
+
+/// A CPU run on the worker's threads: its events drive the page as the page's own runs do, and
+/// each epoch's model becomes the page's model (for the drawing pad) too.
+async function trainInWorker(request, run, h) {
+  sendWorkerData();
+  state.workerRun = true;
+  try {
+    await askWorker({ type: "train", request, run }, "end", (data) => {
+      const payload = JSON.parse(data.json);
+      if (data.name === "model" && data.model) state.web.adopt_model(data.model, payload.origin);
+      h[data.name](payload);
+    });
+  } finally {
+    state.workerRun = false;
   }
 }
 
@@ -593,6 +787,14 @@ async function fetchFile(dataset, name) {
 
 function dataText(text) { $("data-text").textContent = text; }
 
+/// Keeps a checked file's bytes for the threaded CPU trainer's worker, which holds a copy of the
+/// data set of its own (the page's module and the worker's do not share memory).
+function keepFile(dataset, name, bytes) {
+  if (!state.cpuWorker) return;
+  (state.files[dataset] ||= {})[name] = bytes;
+  if (state.workerDataset === dataset) state.workerDataset = null; // sent again before the next run
+}
+
 /// Gets the four files of the chosen data set (browser cache first, then the site), checks
 /// each in WebAssembly, and caches what passed. Files that are missing leave the page asking
 /// the visitor to pick them. A change of data set while it loads starts it over.
@@ -616,7 +818,7 @@ async function loadData() {
       const hit = cache && (await cache.match(cacheKey(dataset, name)));
       if (hit) {
         bytes = new Uint8Array(await hit.arrayBuffer());
-        try { state.web.add_file(name, bytes); from.cache += 1; continue; } catch (_) {
+        try { state.web.add_file(name, bytes); keepFile(dataset, name, bytes); from.cache += 1; continue; } catch (_) {
           await cache.delete(cacheKey(dataset, name)); // a damaged copy: fetch it again
         }
       }
@@ -625,6 +827,7 @@ async function loadData() {
       if (!bytes) { missing.push(name); continue; }
       try {
         state.web.add_file(name, bytes);
+        keepFile(dataset, name, bytes);
         from.site += 1;
         if (cache) await cache.put(cacheKey(dataset, name), new Response(bytes));
       } catch (e) {
@@ -653,6 +856,10 @@ function dataReady(missing, from) {
   }
   refreshWhere();
   loadSamples();
+  // The threaded trainer checks its own copy now, not when Start is pressed.
+  if (state.hasData && state.cpuWorker) {
+    try { sendWorkerData(); } catch (e) { console.warn(errorText(e)); }
+  }
 }
 
 $("pick-data").addEventListener("change", async (ev) => {
@@ -665,6 +872,7 @@ $("pick-data").addEventListener("change", async (ev) => {
     try {
       const bytes = new Uint8Array(await file.arrayBuffer());
       state.web.add_file(file.name, bytes);
+      keepFile(state.dataset, name, bytes);
       picked += 1;
       if (cache) await cache.put(cacheKey(state.dataset, name), new Response(bytes));
     } catch (e) {
@@ -865,7 +1073,7 @@ function refreshWhere() {
   const noData = (!state.hasData || state.dataset !== $("dataset").value) &&
     `no ${DATASETS[$("dataset").value].title} data yet`;
   const why = {
-    "browser-gpu": state.webError || state.gpuError || noData,
+    "browser-gpu": state.webError || (state.gpuError && "no WebGPU here (see below)") || noData,
     "browser-cpu": state.webError || noData,
   };
   const label = { "browser-gpu": "this browser (WebGPU)", "browser-cpu": "this browser (CPU, WebAssembly)" };
@@ -875,9 +1083,29 @@ function refreshWhere() {
   }
   // While a run goes on, or another data set loads, the choice stays as it is.
   if (state.training || state.loadingData) return;
-  const best = ["browser-gpu", "browser-cpu", "server"].find(available);
-  if (!available(state.where) && best) setWhere(best);
+  // A software WebGPU (SwiftShader, lavapipe, WARP: the browser's own CPU rasterizer) is slower
+  // than the WebAssembly CPU trainer, so a real GPU comes first and a software one after the CPU.
+  const softGpu = state.gpu !== null && state.gpu.software;
+  const order = softGpu ? ["browser-cpu", "browser-gpu", "server"] : ["browser-gpu", "browser-cpu", "server"];
+  const best = order.find(available);
+  // The first choice the page makes follows that order; later, the visitor's choice stays.
+  if ((!state.whereChosen || !available(state.where)) && best) setWhere(best);
   else setWhere(state.where);
+  showWhereNote();
+}
+
+/// One sentence under "Train where" when the page did not pick WebGPU: why, and what to do.
+function showWhereNote() {
+  const note = $("where-note");
+  let text = "";
+  if (state.where === "browser-cpu" && state.gpuError) text = state.gpuError;
+  else if (state.where === "browser-cpu" && state.gpu && state.gpu.software) {
+    text = `This browser's WebGPU is “${state.gpu.name}”, a software adapter that runs on the CPU and is slower than ` +
+      "this CPU path, so training runs here; choose WebGPU above to try it anyway.";
+  }
+  if (state.where === "browser-cpu" && state.threadsWhy) text += (text ? " " : "") + state.threadsWhy;
+  note.textContent = text;
+  note.hidden = !text;
 }
 
 /// Served by `mnist serve`? Its pages carry an `x-served-by` header; any static host answers
@@ -912,14 +1140,18 @@ async function loadWasm() {
 async function probeWebGpu() {
   if (!state.web) return;
   if (!navigator.gpu) {
-    state.gpuError = "this browser has no WebGPU";
+    state.gpuError = window.isSecureContext
+      ? "This browser has no WebGPU, so training runs on the CPU (WebAssembly). Recent Chrome, Edge and Safari " +
+        "have it; on Linux, Chrome needs it switched on (chrome://flags/#enable-unsafe-webgpu)."
+      : "WebGPU needs a secure page (https, or http on localhost), and this one is not, so training runs on the " +
+        "CPU (WebAssembly). Open the page over https or on localhost to train on the GPU.";
     return;
   }
   try {
     state.gpu = JSON.parse(await state.web.webgpu());
   } catch (e) {
-    state.gpuError = "no WebGPU adapter";
-    console.warn("WebGPU:", errorText(e));
+    // The Rust side's message says what is missing and what to do.
+    state.gpuError = "WebGPU: " + errorText(e);
   }
 }
 
@@ -930,6 +1162,7 @@ async function start() {
   await probeServer();
   if (state.trainerMissing) state.webError = "not built into this server (bash 05-mnist/web/build.sh)";
   else await loadWasm();
+  if (state.web) await startCpuWorker();
   await probeWebGpu();
   refreshWhere();
   if (state.web) {
@@ -946,10 +1179,14 @@ async function start() {
   // batch of the form's run on "gpu" or "cpu" (same seed, same data order).
   window.mnistPage = {
     state,
-    firstBatchLoss: (device) => {
+    // device: "gpu", "cpu" (the page's own module, one thread) or "cpu-threads" (the worker).
+    firstBatchLoss: async (device) => {
       const req = readForm();
       delete req.device;
-      return state.web.first_batch_loss(JSON.stringify(req), device);
+      if (device !== "cpu-threads") return state.web.first_batch_loss(JSON.stringify(req), device);
+      if (!state.cpuWorker) throw new Error("no threaded CPU trainer in this page");
+      sendWorkerData();
+      return (await askWorker({ type: "first-batch", request: JSON.stringify(req) }, "loss")).value;
     },
   };
   document.body.dataset.ready = "true";

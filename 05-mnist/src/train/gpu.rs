@@ -40,6 +40,23 @@ use crate::model_io::Model;
 const FIRST_PIECE: usize = 8;
 // ANCHOR_END: first_piece
 
+/// The longest a submission should keep the GPU busy: the loop reports progress and looks at
+/// the stop flag between submissions, so on a slow adapter (a software one: SwiftShader takes
+/// about 0.2 s per step of 784-128-10) a piece of 100 steps would freeze the progress line for
+/// half a minute and make Stop wait as long.
+const PIECE_TIME: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The size of the next piece, after a piece of `steps` steps `took` this long on the GPU:
+/// twice as many while pieces are quick (the cap is the caller's `per_submit`), as many as fit
+/// in [`PIECE_TIME`] when they are not, and at least one.
+fn next_piece(steps: usize, took: std::time::Duration) -> usize {
+    if took <= PIECE_TIME {
+        return steps.saturating_mul(2);
+    }
+    let fit = steps as f64 * PIECE_TIME.as_secs_f64() / took.as_secs_f64();
+    (fit as usize).max(1)
+}
+
 /// A trainer on the GPU with the training set resident and bound to its input buffers, and
 /// an evaluator (the same network in batches of [`eval_batch`] rows) with the test set.
 pub(super) struct GpuRun<'a> {
@@ -134,24 +151,32 @@ impl<'a> GpuRun<'a> {
     /// Runs every step of the training set (`training`) or the test set: full batches in
     /// submissions of `per_submit` steps (the first ones shorter: [`FIRST_PIECE`] steps, then
     /// twice as many each time up to `per_submit`, so the GPU starts while the CPU records the
-    /// rest), then the short last batch (if any) in its own submission. `after_submit(steps_done)`
-    /// runs after each submission and returns false to stop early. Returns the steps submitted
-    /// and whether all of them were (false: stopped early).
+    /// rest; on a slow adapter fewer, see [`next_piece`]), then the short last batch (if any) in
+    /// its own submission. `after_submit(steps_done)` runs after each submission and returns
+    /// false to stop early. Returns the steps submitted and whether all of them were (false:
+    /// stopped early).
     async fn run_all(&self, training: bool, per_submit: usize, mut after_submit: impl AsyncFnMut(usize) -> Result<bool>) -> Result<(usize, bool)> {
         let (trainer, batches, batch) = self.side(training);
         let full = batches.len() / batch;
         trainer.set_batch(self.ctx, batch)?;
         let mut done = 0;
-        // The piece before the one just submitted: waited for before going on.
-        let mut previous: Option<QueueMark> = None;
+        // The piece before the one just submitted, and its size: waited for before going on.
+        let mut previous: Option<(QueueMark, usize)> = None;
         let mut piece = FIRST_PIECE;
+        let mut turn = Instant::now();
         while done < full {
             let k = per_submit.min(piece).min(full - done);
-            piece = piece.saturating_mul(2);
             let index = self.submit(done..done + k, training)?;
-            if let Some(before) = previous.replace(self.ctx.mark(index)) {
-                self.ctx.wait_for_async(before).await?;
-            }
+            piece = match previous.replace((self.ctx.mark(index), k)) {
+                Some((before, steps)) => {
+                    self.ctx.wait_for_async(before).await?;
+                    // Once the GPU is the bottleneck, one turn of this loop lasts about as long
+                    // as the GPU takes for the piece just waited for.
+                    let took = std::mem::replace(&mut turn, Instant::now()).elapsed();
+                    next_piece(steps, took)
+                }
+                None => piece.saturating_mul(2),
+            };
             done += k;
             if !after_submit(done).await? {
                 return Ok((done, false));
@@ -401,5 +426,17 @@ mod tests {
                 assert!(made >= tensors && made - tensors < 64 << 10, "{layers:?} at {rows}: estimated {tensors} bytes, allocated {made}");
             }
         }
+    }
+
+    #[test]
+    fn pieces_double_while_quick_and_shrink_to_the_piece_time_when_slow() {
+        use std::time::Duration;
+        assert_eq!(next_piece(8, Duration::from_micros(50)), 16, "the H200: 8 steps in 50 us");
+        assert_eq!(next_piece(100, PIECE_TIME), 200, "at the piece time exactly, still quick");
+        // A software adapter: 8 steps in 1.6 s is 0.2 s a step, so one step per piece.
+        assert_eq!(next_piece(8, Duration::from_millis(1600)), 1);
+        assert_eq!(next_piece(100, Duration::from_millis(400)), 25);
+        // Never zero, whatever the clock says.
+        assert_eq!(next_piece(1, Duration::from_secs(60)), 1);
     }
 }

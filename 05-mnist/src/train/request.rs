@@ -18,6 +18,7 @@ pub const MAX_HIDDEN_SIZE: usize = 4096;
 pub const MAX_EPOCHS: usize = 100;
 pub const MAX_BATCH_SIZE: usize = 8192;
 pub const MAX_LR: f32 = 10.0;
+pub const MAX_STEPS_PER_SUBMIT: usize = 10_000;
 
 /// The body of `POST /api/train`. Every field may be left out; the defaults are the command
 /// line's (`mnist train`: 784-128-relu-10, cross-entropy, Adam, lr 0.001, cosine schedule,
@@ -52,6 +53,10 @@ pub struct TrainRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_test: Option<usize>,
     pub seed: u64,
+    /// GPU only: training steps per submission (`mnist train --steps-per-submit`; 100 when
+    /// absent). The page's measuring mode (`measure.html`) varies it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_per_submit: Option<usize>,
 }
 
 impl Default for TrainRequest {
@@ -71,6 +76,7 @@ impl Default for TrainRequest {
             limit_train: None,
             limit_test: None,
             seed: 42,
+            steps_per_submit: None,
         }
     }
 }
@@ -92,6 +98,12 @@ impl TrainRequest {
         }
         if !self.momentum.is_finite() || !(0.0..1.0).contains(&self.momentum) {
             return bad(format!("momentum: {} is out of range; use a number in [0, 1), e.g. 0.9", self.momentum));
+        }
+        match self.steps_per_submit {
+            Some(n) if n == 0 || n > MAX_STEPS_PER_SUBMIT => {
+                return bad(format!("steps_per_submit: {n} is out of range; use 1 to {MAX_STEPS_PER_SUBMIT}"));
+            }
+            _ => {}
         }
         for (field, limit, len) in [("limit_train", self.limit_train, train_len), ("limit_test", self.limit_test, test_len)] {
             match limit {
@@ -124,6 +136,7 @@ impl TrainRequest {
             schedule: self.schedule,
             seed: self.seed,
             epoch_models: true,
+            steps_per_submit: self.steps_per_submit.unwrap_or(TrainConfig::default().steps_per_submit),
             ..TrainConfig::default()
         }
     }
@@ -212,6 +225,8 @@ mod tests {
         assert!(err(TrainRequest { epochs: 101, ..d() }).starts_with("epochs:"));
         assert!(err(TrainRequest { hidden: vec![128, 0], ..d() }).starts_with("hidden:"));
         assert!(err(TrainRequest { hidden: vec![8; 5], ..d() }).starts_with("hidden:"));
+        assert!(err(TrainRequest { steps_per_submit: Some(0), ..d() }).starts_with("steps_per_submit:"));
+        assert_eq!(TrainRequest { steps_per_submit: Some(7), ..d() }.config().steps_per_submit, 7);
         assert!(err(TrainRequest { momentum: 1.0, ..d() }).starts_with("momentum:"));
         assert!(err(TrainRequest { limit_train: Some(0), ..d() }).starts_with("limit_train:"));
         assert!(err(TrainRequest { limit_train: Some(60_001), ..d() }).starts_with("limit_train:"));
@@ -266,5 +281,22 @@ mod tests {
             let e = serde_json::from_str::<TrainRequest>(bad).unwrap_err().to_string();
             assert!(e.contains("unknown variant") || e.contains("invalid type"), "{bad}: {e}");
         }
+    }
+
+    /// The page's form (`web/index.html`) refuses what `validate` refuses: its `max` attributes,
+    /// which the page's own check reads, are these limits.
+    #[test]
+    fn the_page_form_has_the_same_limits() {
+        let html = include_str!("../../web/index.html");
+        let max = |id: &str| -> f64 {
+            let at = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no field {id} in index.html"));
+            let tag = &html[at..at + html[at..].find('>').expect("the tag ends")];
+            let value = tag.split("max=\"").nth(1).unwrap_or_else(|| panic!("{id} has no max"));
+            value[..value.find('"').expect("quoted")].parse().expect("a number")
+        };
+        assert_eq!(max("lr"), f64::from(MAX_LR));
+        assert_eq!(max("batch_size"), MAX_BATCH_SIZE as f64);
+        assert_eq!(max("epochs"), MAX_EPOCHS as f64);
+        assert!(max("momentum") < 1.0, "momentum is below 1");
     }
 }

@@ -332,6 +332,23 @@ impl Session {
         model_io::model_bytes(&m.model).map_err(js_err)
     }
 
+    /// Makes a model trained elsewhere in this page (the threaded CPU trainer's worker sends
+    /// each epoch's model as safetensors) the page's model, described by `origin` (the `model`
+    /// event's). Returns it as [`Session::model_info`] does.
+    pub fn adopt_model(&self, bytes: &[u8], origin: &str) -> Result<String, JsError> {
+        let model = model_io::parse_model(bytes).map_err(js_err)?;
+        let page = PageModel::new(model, origin.to_string()).map_err(js_err)?;
+        let info = json(&page.info());
+        self.inner.borrow_mut().model = Some(page);
+        Ok(info)
+    }
+
+    /// The vector instructions the CPU trainer runs with in this build: "simd128" (WebAssembly
+    /// SIMD) or "portable".
+    pub fn cpu_instruction_set(&self) -> String {
+        gpu_layers::cpu::fast::instruction_set().to_string()
+    }
+
     /// Loads a safetensors model (as written by `mnist train --save` or by this page), checked
     /// like `mnist eval` checks it. Returns it as [`Session::model_info`] does.
     pub fn load_model(&self, bytes: &[u8], file_name: &str) -> Result<String, JsError> {
@@ -368,12 +385,17 @@ async fn device_for(inner: &Rc<RefCell<Inner>>, device: &str) -> Result<(Device,
             let adapter = adapter_info(&ctx);
             Ok((Device::Gpu(ctx), adapter))
         }
-        "cpu" => Ok((
-            Device::Cpu,
-            AdapterInfo { name: "CPU (WebAssembly in this browser, one thread)".into(), software: false, warning: None },
-        )),
+        "cpu" => Ok((Device::Cpu, AdapterInfo { name: cpu_name(), software: false, warning: None })),
         other => Err(js_err(format!("device `{other}`: use gpu or cpu"))),
     }
+}
+
+/// "CPU (WebAssembly in this browser, 4 threads, simd128)": the threads are the rayon pool's (one
+/// in the one-thread build, `initThreadPool`'s count in the threaded one).
+fn cpu_name() -> String {
+    let threads = rayon::current_num_threads();
+    let isa = gpu_layers::cpu::fast::instruction_set();
+    format!("CPU (WebAssembly in this browser, {threads} thread{}, {isa})", if threads == 1 { "" } else { "s" })
 }
 
 fn adapter_info(ctx: &GpuContext) -> AdapterInfo {
@@ -478,3 +500,8 @@ async fn gpu_context(inner: &Rc<RefCell<Inner>>) -> Result<Arc<GpuContext>, JsEr
     inner.borrow_mut().gpu = Some(ctx.clone());
     Ok(ctx)
 }
+
+/// `initThreadPool(n)` in JavaScript: starts the CPU trainer's `n` rayon threads, each a Web
+/// Worker on this module's shared memory (the `threads` build only; see `web/cpu_worker.js`).
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
