@@ -11,6 +11,7 @@ const EPOCHS = Number(q.get("epochs") || 3);
 const LAYERS = q.get("layers") || "784-128-relu-10";
 const BATCH = Number(q.get("batch") || 64);
 const TRAIN = q.get("train"); // the first N training images only (all when absent)
+const THREADS = Number(q.get("threads") || navigator.hardwareConcurrency); // cpu-threads' pool
 const FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
 
 const out = document.getElementById("log");
@@ -27,14 +28,14 @@ async function fileBytes(name) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
-/// The threaded trainer (cpu_worker.js) with every core, holding the data set.
+/// The threaded trainer (cpu_worker.js) with THREADS threads, holding the data set.
 async function startWorker(files) {
   const worker = new Worker("cpu_worker.js", { type: "module" });
   const next = (type) => new Promise((resolve, reject) => {
     worker.onmessage = ({ data }) => (data.type === type ? resolve(data) : data.type === "end" && reject(new Error(data.error)));
   });
   const ready = next("ready");
-  worker.postMessage({ type: "init", threads: navigator.hardwareConcurrency });
+  worker.postMessage({ type: "init", threads: THREADS });
   await ready;
   for (const [name, bytes] of Object.entries(files)) worker.postMessage({ type: "file", dataset: "mnist", name, bytes });
   return worker;
