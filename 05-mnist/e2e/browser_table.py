@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Makes the browser table of WEB.md from what browser-measure.sh wrote (page.jsonl, peer.jsonl,
-native.txt in DIR): one row per trainer and setting, its seconds per epoch over epochs 2-3 (the
-first epoch also compiles pipelines and warms caches), and the test accuracy after epoch 3.
+native.txt in each DIR): one row per machine, trainer and setting, its milliseconds per epoch
+over epochs 2-3 (the first epoch also compiles pipelines and warms caches), and the test
+accuracy after epoch 3.
 
-    python3 05-mnist/e2e/browser_table.py DIR ADAPTER > CSV
+    python3 05-mnist/e2e/browser_table.py MACHINE DIR ADAPTER [MACHINE DIR ADAPTER ...] > CSV
 
-ADAPTER names the native GPU row's adapter (the browser rows carry their own)."""
+MACHINE names the machine in the table; ADAPTER names the native GPU row's adapter (the browser
+rows carry their own; "-" where the folder has no native GPU run)."""
 import json
 import re
 import sys
@@ -63,10 +65,14 @@ def rows(folder, adapter):
 
 
 def main():
-    folder, adapter = sys.argv[1], sys.argv[2]
-    print("trainer,path,adapter,setting,ms_per_epoch,test_accuracy")
-    for r in rows(folder, adapter):
-        print(",".join(f'"{c}"' if "," in c else c for c in r))
+    args = sys.argv[1:]
+    if not args or len(args) % 3:
+        sys.exit(__doc__)
+    print("machine,trainer,path,adapter,setting,ms_per_epoch,test_accuracy")
+    for i in range(0, len(args), 3):
+        machine, folder, adapter = args[i:i + 3]
+        for r in rows(folder, adapter):
+            print(",".join(f'"{c}"' if "," in c else c for c in (machine, *r)))
 
 
 main()
