@@ -127,7 +127,9 @@ pub fn output() -> Result<(), String> {
                 return Err(format!("{what}: counts {:?} vs {:?}", (got.rows, got.correct), (want.rows, want.correct)));
             }
             let (gl, wl) = (got.loss_fixed as f64 / cpu::LOSS_UNITS_PER_ONE, want.loss_fixed as f64 / cpu::LOSS_UNITS_PER_ONE);
-            if !((gl - wl).abs() <= 1e-4 * wl.abs() + 1e-4 * rows as f64) {
+            // Written so that a NaN loss fails too.
+            let within = (gl - wl).abs() <= 1e-4 * wl.abs() + 1e-4 * rows as f64;
+            if !within {
                 return Err(format!("{what}: loss {gl} vs {wl}"));
             }
         }
