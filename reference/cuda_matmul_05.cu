@@ -12,8 +12,9 @@
 // scalar stores per float4 loaded), the B tile as loaded ([BK][BN]); two halves of each tile,
 // the next tile's global loads (2 float4 of A and 2 of B per thread) issued into registers
 // before the current tile's FMAs, stored into the other half after them, one barrier per
-// k-step. The shape tests of the WGSL are left out: n divides the tile here (the WGSL's are
-// tests on the shape that the driver hoists out of the loop).
+// k-step. Two instances: `matmul_kernel05<false>` loads without tests (n divides the tile
+// here), `matmul_kernel05<true>` with the WGSL's shape tests (`load_a4`/`load_b4`: zeros for
+// a row past the edge, the columns past it masked), to measure what the tests cost.
 //
 // Checked against an f64 CPU product on 48 sampled rows (first, last, spread), as the Rust
 // runner checks the WGSL; timed with CUDA events: 3 warm-up launches, then the median of 20
@@ -44,7 +45,22 @@ constexpr int LA = A_TILE / THREADS;  // 2
 constexpr int LB = B_TILE / THREADS;  // 2
 static_assert(A_TILE % THREADS == 0 && B_TILE % THREADS == 0, "whole rounds of loads");
 
+// Four consecutive elements of row `row` of a rows x cols matrix (row stride ld), from column
+// col (a multiple of 4); with GUARDED, zeros past the rows or columns, as the WGSL's load_a4.
+template <bool GUARDED>
+__device__ float4 load4(const float4* __restrict__ m, int rows, int cols, int ld, int row, int col) {
+    if (!GUARDED) return m[(row * ld + col) / 4];
+    if (row >= rows || col >= cols) return make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 v = m[(row * ld + col) / 4];
+    v.x = col < cols ? v.x : 0.f;
+    v.y = col + 1 < cols ? v.y : 0.f;
+    v.z = col + 2 < cols ? v.z : 0.f;
+    v.w = col + 3 < cols ? v.w : 0.f;
+    return v;
+}
+
 // C = A B, all n x n row-major. grid (n / BN, n / BM).
+template <bool GUARDED>
 __global__ void __launch_bounds__(THREADS) matmul_kernel05(const float4* __restrict__ a, const float4* __restrict__ b,
                                                            float4* __restrict__ c, int n) {
     __shared__ float4 a_tile[2 * A_TILE];  // two halves, each [BK][BM / 4]: A transposed
@@ -52,7 +68,6 @@ __global__ void __launch_bounds__(THREADS) matmul_kernel05(const float4* __restr
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int tx = tid % TX, ty = tid / TX;
-    const int ld4 = n / 4;
     float4 acc[TM * TN / 4];
 #pragma unroll
     for (int i = 0; i < TM * TN / 4; i++) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -63,13 +78,13 @@ __global__ void __launch_bounds__(THREADS) matmul_kernel05(const float4* __restr
         for (int l = 0; l < LA; l++) {
             int e = tid + l * THREADS;
             int r = e / (BK / 4), q4 = e % (BK / 4);
-            a_next[l] = a[(row0 + r) * ld4 + (p0 + q4 * 4) / 4];
+            a_next[l] = load4<GUARDED>(a, n, n, n, row0 + r, p0 + q4 * 4);
         }
 #pragma unroll
         for (int l = 0; l < LB; l++) {
             int e = tid + l * THREADS;
             int q = e / (BN / 4), j4 = e % (BN / 4);
-            b_next[l] = b[(p0 + q) * ld4 + (col0 + j4 * 4) / 4];
+            b_next[l] = load4<GUARDED>(b, n, n, n, p0 + q, col0 + j4 * 4);
         }
     };
     auto stash = [&](int h) {
@@ -155,59 +170,62 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&dc, count * 4));
     CHECK(cudaMemcpy(da, ha.data(), count * 4, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(db, hb.data(), count * 4, cudaMemcpyHostToDevice));
-    CHECK(cudaMemset(dc, 0xff, count * 4));  // poison: NaN wherever nothing was written
     const dim3 grid(n / BN, n / BM);
-    auto launch = [&] {
-        matmul_kernel05<<<grid, THREADS>>>((const float4*)da, (const float4*)db, (float4*)dc, n);
-    };
-    launch();
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(hc.data(), dc, count * 4, cudaMemcpyDeviceToHost));
-
-    // 48 sampled rows against an f64 CPU product.
-    double max_err = 0;
-    int bad = 0;
-    std::vector<double> ref(n);
-    for (int s = 0; s < 48; s++) {
-        const int i = s == 47 ? n - 1 : int(int64_t(s) * n / 47);
-        std::fill(ref.begin(), ref.end(), 0.0);
-        for (int k = 0; k < n; k++) {
-            const double x = ha[size_t(i) * n + k];
-            const float* br = &hb[size_t(k) * n];
-            for (int j = 0; j < n; j++) ref[j] += x * br[j];
-        }
-        for (int j = 0; j < n; j++) {
-            const double got = hc[size_t(i) * n + j];
-            const double err = std::fabs(got - ref[j]);
-            if (!(err <= 1e-3 + 1e-4 * std::fabs(ref[j]))) {
-                if (bad++ < 10) fprintf(stderr, "mismatch at (%d, %d): %g, expected %g\n", i, j, got, ref[j]);
-            }
-            if (!(err <= max_err)) max_err = std::isnan(err) ? INFINITY : err;
-        }
-    }
-    printf("check: 48 sampled rows against the f64 CPU product: %s (max abs err %.1e)\n", bad ? "FAILED" : "ok", max_err);
-    if (bad) return 1;
-
+    const double flop = 2.0 * n * double(n) * n;
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
-    for (int w = 0; w < 3; w++) launch();
-    std::vector<float> ms;
-    const int per = 5;
-    for (int s = 0; s < 20; s++) {
-        CHECK(cudaEventRecord(e0));
-        for (int r = 0; r < per; r++) launch();
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
-        float t;
-        CHECK(cudaEventElapsedTime(&t, e0, e1));
-        ms.push_back(t / per);
+    for (int guarded = 0; guarded < 2; guarded++) {
+        auto launch = [&] {
+            if (guarded) matmul_kernel05<true><<<grid, THREADS>>>((const float4*)da, (const float4*)db, (float4*)dc, n);
+            else matmul_kernel05<false><<<grid, THREADS>>>((const float4*)da, (const float4*)db, (float4*)dc, n);
+        };
+        CHECK(cudaMemset(dc, 0xff, count * 4));  // poison: NaN wherever nothing was written
+        launch();
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(hc.data(), dc, count * 4, cudaMemcpyDeviceToHost));
+
+        // 48 sampled rows against an f64 CPU product.
+        double max_err = 0;
+        int bad = 0;
+        std::vector<double> ref(n);
+        for (int s = 0; s < 48; s++) {
+            const int i = s == 47 ? n - 1 : int(int64_t(s) * n / 47);
+            std::fill(ref.begin(), ref.end(), 0.0);
+            for (int k = 0; k < n; k++) {
+                const double x = ha[size_t(i) * n + k];
+                const float* br = &hb[size_t(k) * n];
+                for (int j = 0; j < n; j++) ref[j] += x * br[j];
+            }
+            for (int j = 0; j < n; j++) {
+                const double got = hc[size_t(i) * n + j];
+                const double err = std::fabs(got - ref[j]);
+                if (!(err <= 1e-3 + 1e-4 * std::fabs(ref[j]))) {
+                    if (bad++ < 10) fprintf(stderr, "mismatch at (%d, %d): %g, expected %g\n", i, j, got, ref[j]);
+                }
+                if (!(err <= max_err)) max_err = std::isnan(err) ? INFINITY : err;
+            }
+        }
+        printf("check: 48 sampled rows against the f64 CPU product: %s (max abs err %.1e)\n", bad ? "FAILED" : "ok", max_err);
+        if (bad) return 1;
+
+        for (int w = 0; w < 3; w++) launch();
+        std::vector<float> ms;
+        const int per = 5;
+        for (int s = 0; s < 20; s++) {
+            CHECK(cudaEventRecord(e0));
+            for (int r = 0; r < per; r++) launch();
+            CHECK(cudaEventRecord(e1));
+            CHECK(cudaEventSynchronize(e1));
+            float t;
+            CHECK(cudaEventElapsedTime(&t, e0, e1));
+            ms.push_back(t / per);
+        }
+        CHECK(cudaGetLastError());
+        const float t = median(ms);
+        printf("twin 05 double_buffered 128x128x8/16x8%s, %s, n = %d: %.3f ms, %.1f TFLOP/s (median of 20 x %d launches)\n",
+               guarded ? " with the WGSL's shape tests" : "", prop.name, n, t, flop / (t * 1e-3) / 1e12, per);
     }
-    CHECK(cudaGetLastError());
-    const float t = median(ms);
-    const double flop = 2.0 * n * double(n) * n;
-    printf("twin 05 double_buffered 128x128x8/16x8, %s, n = %d: %.3f ms, %.1f TFLOP/s (median of 20 x %d launches)\n",
-           prop.name, n, t, flop / (t * 1e-3) / 1e12, per);
     return 0;
 }

@@ -25,8 +25,9 @@
 // row: 16 batches of random bytes in a shuffled order, batch s of a run is batch s % 16.
 //
 // Checked against a CPU step (the same formulas, f32) after 3 steps: W1, b1, W2, b2 and the
-// loss; then timed: a CUDA graph of 938 steps (the steps per pass of `gpu-layers --bench`), and each kernel
-// alone, as median of 10 replays after 3 warm-ups.
+// loss; then timed: a CUDA graph of 938 steps (the steps per pass of `gpu-layers --bench`), each kernel
+// alone, and empty kernels on the same grids (the launch floor), as median of 10 replays after 3
+// warm-ups.
 
 #include <algorithm>
 #include <cmath>
@@ -308,6 +309,9 @@ __global__ void __launch_bounds__(UTHREADS) linear_update_kernel(Net net, int pa
     }
 }
 
+// The launch floor: a kernel that does nothing, launched with each kernel's grid.
+__global__ void empty_kernel() {}
+
 // ---- the CPU step, for the check ----
 
 struct CpuNet {
@@ -487,6 +491,12 @@ int main() {
     });
     time_graph("linear_update alone", [&] {
         for (int s = 0; s < EPOCH; s++) linear_update_kernel<<<GROUPS, UTHREADS, 0, stream>>>(net, s % 2, first(s + 1), 0);
+    });
+    time_graph("empty kernels on the same grids (the launch floor of a step)", [&] {
+        for (int s = 0; s < EPOCH; s++) {
+            empty_kernel<<<BATCH, dim3(FTN, FKS), 0, stream>>>();
+            empty_kernel<<<GROUPS, UTHREADS, 0, stream>>>();
+        }
     });
     // Without a graph: plain launches on a stream, as a baseline for the launch cost.
     for (int w = 0; w < 100; w++) step(w);

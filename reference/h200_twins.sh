@@ -11,7 +11,8 @@
 #   BIN_DIR: gpu-matmul.xz, gpu-layers.xz, mnist.xz (and gpu-matmul-old.xz, gpu-layers-old.xz
 #            to time a change beside the build before it); OUT: where everything goes;
 #   MNIST_DIR: the four MNIST .gz files (the epoch rows are skipped without it);
-#   PHASES (default "time ncu sass"): which parts to run.
+#   PHASES (default "twins matmul layers epochs ncu sass"): which parts to run (the timing
+#   parts twice each, interleaved).
 #
 # Writes OUT/summary.txt (the lines the chapters quote) and OUT/twins.tar.xz (every log, the
 # ncu reports as text, the SASS).
@@ -19,7 +20,7 @@ set -uo pipefail
 BIN=$1
 OUT=$2
 MNIST=${3:-}
-PHASES=${4:-time ncu sass}
+PHASES=${4:-twins matmul layers epochs ncu sass}
 REF=$(cd "$(dirname "$0")" && pwd)
 TOOLS=$REF/../tools
 W=$(mktemp -d)
@@ -53,32 +54,36 @@ run() { # name, command...: its output into log/name.txt, the lines kept in the 
     note "$name rc=$?"
 }
 
-if [[ $PHASES == *time* ]]; then
-    # Warm-up: the GPU idles at 345 MHz; the WGSL runner warms up itself, the twins do not.
-    "$W/cuda_matmul_05" 2048 >/dev/null 2>&1
-    for round in 1 2; do
+# Warm-up: the GPU idles at 345 MHz; the WGSL runners warm up themselves, the twins do not.
+"$W/cuda_matmul_05" 2048 >/dev/null 2>&1
+for round in 1 2; do
+    if [[ $PHASES == *twins* ]]; then
         run "twin05_$round" "$W/cuda_matmul_05" 4096
         run "twin08_$round" "$W/cuda_matmul_08" 4096
+    fi
+    if [[ $PHASES == *matmul* ]]; then
         for v in "" -old; do
             [ -x "$W/gpu-matmul$v" ] || continue
-            __GL_SHADER_DISK_CACHE_PATH=$W/cache_matmul$v run "wgsl_matmul${v}_$round" "$W/gpu-matmul$v" 5 8 --sizes 4096 \
+            run "wgsl_matmul${v}_$round" "$W/gpu-matmul$v" 5 8 --sizes 4096 \
                 --no-probe --no-mnist --no-checks-study --no-cpu --reps 10 --csv "$W/log/wgsl_matmul${v}_$round.csv"
         done
-        run "twin_mnist_$round" "$W/cuda_mnist_split"
+    fi
+    [[ $PHASES == *twins* ]] && run "twin_mnist_$round" "$W/cuda_mnist_split"
+    if [[ $PHASES == *layers* ]]; then
         for v in "" -old; do
             [ -x "$W/gpu-layers$v" ] || continue
-            __GL_SHADER_DISK_CACHE_PATH=$W/cache_layers$v run "wgsl_layers${v}_$round" "$W/gpu-layers$v" --bench-only
+            run "wgsl_layers${v}_$round" "$W/gpu-layers$v" --bench-only
         done
-    done
-    if [ -n "$MNIST" ] && [ -x "$W/mnist" ]; then
-        run mnist_epochs "$W/mnist" train --device gpu --data-dir "$MNIST" --hidden 128 --batch-size 64 --optimizer sgd \
-            --lr 0.1 --momentum 0 --schedule constant --epochs 3 --preview 0
     fi
-    grep -hE "twin |check" "$W"/log/twin*.txt >>"$S"
-    grep -hE "^ +0[58] |product only" "$W"/log/wgsl_matmul*.txt >>"$S"
-    grep -hE "^ +(split|fused) \||us per dispatch" "$W"/log/wgsl_layers*.txt | head -16 >>"$S"
-    grep -hiE "epoch" "$W"/log/mnist_epochs.txt 2>/dev/null | tail -4 >>"$S"
+done
+if [[ $PHASES == *epochs* ]] && [ -n "$MNIST" ] && [ -x "$W/mnist" ]; then
+    run mnist_epochs "$W/mnist" train --device gpu --data-dir "$MNIST" --hidden 128 --batch-size 64 --optimizer sgd \
+        --lr 0.1 --momentum 0 --schedule constant --epochs 3 --preview 0
 fi
+grep -hE "twin |check" "$W"/log/twin*.txt >>"$S" 2>/dev/null
+grep -hE "^ +0[58] |product only" "$W"/log/wgsl_matmul*.txt >>"$S" 2>/dev/null
+grep -hE "^ +(split|fused) \||us per dispatch" "$W"/log/wgsl_layers*.txt 2>/dev/null | head -16 >>"$S"
+grep -hiE "epoch" "$W"/log/mnist_epochs.txt 2>/dev/null | tail -4 >>"$S"
 
 if [[ $PHASES == *ncu* ]]; then
     SECTIONS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables
@@ -105,16 +110,20 @@ if [[ $PHASES == *sass* ]]; then
     for t in cuda_matmul_05 cuda_matmul_08 cuda_mnist_split; do
         cuobjdump -sass "$W/$t" >"$W/sass/$t.sass" 2>&1
     done
-    for v in "" -old; do
-        [ -x "$W/gpu-matmul$v" ] || continue
-        timeout 60 "$W/gpu-matmul$v" 5 8 --sizes 4096 --compiled >"$W/log/compiled_matmul$v.txt" 2>&1
-        [ -d "$W/cache_matmul$v" ] && timeout 120 python3 "$TOOLS/nvidia_sass.py" "$W/cache_matmul$v" "$W/sass/wgsl_matmul$v" >"$W/log/sass_matmul$v.txt" 2>&1
-    done
-    for v in "" -old; do
-        [ -x "$W/gpu-layers$v" ] || continue
-        timeout 60 "$W/gpu-layers$v" --compiled >"$W/log/compiled_layers$v.txt" 2>&1
-        [ -d "$W/cache_layers$v" ] && timeout 120 python3 "$TOOLS/nvidia_sass.py" "$W/cache_layers$v" "$W/sass/wgsl_layers$v" >"$W/log/sass_layers$v.txt" 2>&1
-    done
+    # The driver writes its cache only into a folder that exists; `--compiled` builds every
+    # pipeline of the ladders (and prints their code sizes, which name the files).
+    sass_of() { # name, binary, arguments...
+        local name=$1 bin=$2
+        shift 2
+        [ -x "$bin" ] || return
+        mkdir -p "$W/cache_$name"
+        __GL_SHADER_DISK_CACHE_PATH=$W/cache_$name timeout 90 "$bin" "$@" --compiled >"$W/log/compiled_$name.txt" 2>&1
+        timeout 90 python3 "$TOOLS/nvidia_sass.py" "$W/cache_$name" "$W/sass/wgsl_$name" >"$W/log/sass_$name.txt" 2>&1
+        note "sass $name rc=$?"
+    }
+    sass_of matmul "$W/gpu-matmul" 5 8 --sizes 4096
+    sass_of matmul-old "$W/gpu-matmul-old" 5 8 --sizes 4096
+    [[ $PHASES == *layers* || $PHASES == *sasslayers* ]] && sass_of layers "$W/gpu-layers"
     note "sass done"
 fi
 
