@@ -12,7 +12,7 @@
 #            to time a change beside the build before it); OUT: where everything goes;
 #   MNIST_DIR: the four MNIST .gz files (the epoch rows are skipped without it);
 #   PHASES (default "twins matmul layers epochs ncu sass"): which parts to run (the timing
-#   parts twice each, interleaved).
+#   parts twice each, interleaved; "lsass": the SASS of gpu-layers' kernels without timing them).
 #
 # Writes OUT/summary.txt (the lines the chapters quote) and OUT/twins.tar.xz (every log, the
 # ncu reports as text, the SASS).
@@ -123,12 +123,14 @@ if [[ $PHASES == *sass* ]]; then
     }
     sass_of matmul "$W/gpu-matmul" 5 8 --sizes 4096
     sass_of matmul-old "$W/gpu-matmul-old" 5 8 --sizes 4096
-    [[ $PHASES == *layers* || $PHASES == *sasslayers* ]] && sass_of layers "$W/gpu-layers"
+    [[ $PHASES == *layers* || $PHASES == *lsass* ]] && sass_of layers "$W/gpu-layers"
     note "sass done"
 fi
 
 cp "$S" "$OUT/summary.txt"
 [ -f "$W/log/ncu_key.txt" ] && cp "$W/log/ncu_key.txt" "$OUT/ncu_key.txt"
-tar -C "$W" --exclude='*.ncu-rep' --exclude='*.bin' -cJf "$OUT/twins.tar.xz" log sass ncu
+# The shader caches travel too: where the machine has no zstd, tools/nvidia_sass.py runs on them
+# elsewhere (it needs zstd and nvdisasm, which the CUDA toolkit's wheels carry).
+tar -C "$W" --exclude='*.ncu-rep' --exclude='sass/*.bin' -cJf "$OUT/twins.tar.xz" log sass ncu $(cd "$W" && ls -d cache_* 2>/dev/null)
 note "done"
 cat "$S"
