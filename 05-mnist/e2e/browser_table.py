@@ -40,7 +40,7 @@ def rows(folder, adapter):
         rs = [r for r in peer if r["backend"] == backend]
         threads = rs[0].get("threads")
         out.append((f"TensorFlow.js 4.22 ({backend})", {"webgpu": "WebGPU", "webgl": "WebGL", "wasm": "WebAssembly"}[backend],
-                    rs[0]["adapter"] if backend != "wasm" else f"{threads} threads, SIMD", "",
+                    rs[0]["adapter"] if backend != "wasm" else f"{threads} thread{'' if threads == 1 else 's'}, SIMD", "",
                     span([r["seconds"] for r in rs if r["epoch"] >= 2]), f"{100 * rs[-1]['test_acc']:.2f}%"))
     # native.txt: three runs of `mnist train`, each a `model` line, epoch lines, a `trained` line.
     runs, cur, cur_device = [], None, None
@@ -55,12 +55,16 @@ def rows(folder, adapter):
         m = re.match(r"epoch (\d+)/\d+ .* acc +([\d.]+)%\s+([\d.]+) s", line)
         if m and cur is not None:
             cur["epochs"].append((int(m[1]), float(m[3]), m[2]))
+    # Runs on the same device (repeats) make one row: the span of all their epochs 2-3.
+    by_device = {}
     for run in runs:
         # A GPU run names its adapter (older builds printed no line for it: ADAPTER says it).
         cpu = (run["device"] or "").startswith("CPU")
         name = run["device"] if cpu or run["device"] else adapter
-        path = "CPU trainer" if cpu else "wgpu (Vulkan)"
-        out.append(("mnist train (native)", path, name, "", span([s for e, s, _ in run["epochs"] if e >= 2]), f"{run['epochs'][-1][2]}%"))
+        by_device.setdefault((name, "CPU trainer" if cpu else "wgpu (Vulkan)"), []).append(run)
+    for (name, path), same in by_device.items():
+        seconds = [s for run in same for e, s, _ in run["epochs"] if e >= 2]
+        out.append(("mnist train (native)", path, name, "", span(seconds), f"{same[-1]['epochs'][-1][2]}%"))
     return out
 
 
