@@ -245,6 +245,14 @@ mod tests {
         assert!(err(TrainRequest { limit_train: Some(60_001), ..d() }).starts_with("limit_train:"));
         assert!(err(TrainRequest { limit_test: Some(10_001), ..d() }).starts_with("limit_test:"));
         assert!(err(TrainRequest { limit_test: Some(10_001), ..d() }).contains("use 1 to 10000"));
+        // Softmax regression (no hidden layer) is allowed.
+        TrainRequest { hidden: vec![], ..d() }.validate(60_000, 10_000).unwrap();
+        // A layer list instead of hidden sizes.
+        let layers = |t: &str| TrainRequest { layers: Some(t.into()), ..d() };
+        layers("784-256-relu-dropout0.2-10").validate(60_000, 10_000).unwrap();
+        assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
+        assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
+        assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
     }
 
     #[test]
@@ -257,14 +265,6 @@ mod tests {
         }
         // The sizes of the sets are not known yet: any positive count passes here.
         TrainRequest { limit_train: Some(usize::MAX), ..TrainRequest::default() }.validate_before_loading().unwrap();
-        // Softmax regression (no hidden layer) is allowed.
-        TrainRequest { hidden: vec![], ..d() }.validate(60_000, 10_000).unwrap();
-        // A layer list instead of hidden sizes.
-        let layers = |t: &str| TrainRequest { layers: Some(t.into()), ..d() };
-        layers("784-256-relu-dropout0.2-10").validate(60_000, 10_000).unwrap();
-        assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
-        assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
-        assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
     }
 
     #[test]
