@@ -168,7 +168,7 @@ async fn send(path: PathBuf, content_type: &'static str) -> Response {
     let opened = tokio::task::spawn_blocking(move || {
         let file = std::fs::File::open(&path)?;
         let meta = file.metadata()?;
-        Ok::<_, std::io::Error>(meta.is_file().then(|| (file, meta.len())))
+        Ok::<_, std::io::Error>(meta.is_file().then_some((file, meta.len())))
     })
     .await;
     let (file, len) = match opened {
