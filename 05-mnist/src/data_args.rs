@@ -2,14 +2,14 @@
 //! `eval`, `serve`: `--dataset`, `--data-dir`, `--limit-test`), and finding, downloading and
 //! loading the files they name. Apart from `cli.rs` so that `serve` shares them without importing the command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use crate::data::{self, Mnist};
 use crate::datasets::DatasetKind;
 use crate::download;
-use crate::error::Result;
+use crate::error::{MnistError, Result};
 use crate::metrics::thousands;
 
 #[derive(Debug, Clone, Args)]
@@ -33,6 +33,7 @@ pub struct DataArgs {
 /// downloaded into it when any is missing.
 pub fn find_data(args: &DataArgs, kind: DatasetKind) -> Result<PathBuf> {
     let dir = data::resolve_data_dir(args.data_dir.as_deref(), kind);
+    check_data_dir(&dir)?;
     if !data::files_present(&dir) {
         eprintln!("{} is not in {}; downloading it there", kind.title(), dir.display());
         let mirrors = download::mirrors(kind);
@@ -40,6 +41,45 @@ pub fn find_data(args: &DataArgs, kind: DatasetKind) -> Result<PathBuf> {
         download::download_missing(&dir, kind, &mirrors, |line| eprintln!("{line}"))?;
     }
     Ok(dir)
+}
+
+/// Refuses a data folder that cannot be one before anything is downloaded into it: a file, a
+/// link that leads back to itself, a path through a file. A folder that does not exist yet is
+/// fine (the download creates it).
+fn check_data_dir(dir: &Path) -> Result<()> {
+    let shown = dir.display();
+    let bad = |msg: String| Err(MnistError::InvalidArgument(msg));
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bad(format!(
+            "the data folder {shown} is a file, not a folder; give --data-dir (or {}) a folder, new or holding the data set's files",
+            "$MNIST_DIR / $FASHION_MNIST_DIR"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(dir).is_ok() {
+                let target = std::fs::read_link(dir).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
+                return bad(format!(
+                    "the data folder {shown} is a link to {target}, which does not exist; create that folder or give another one"
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if is_loop(&e) => bad(format!(
+            "the data folder {shown} is a symbolic link that leads back to itself (a loop); point it at a real folder or give another one"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            bad(format!("the data folder {shown} cannot exist: a part of that path is a file, not a folder; give another folder"))
+        }
+        Err(e) => bad(format!("the data folder {shown} cannot be used ({e}); give another folder")),
+    }
+}
+
+/// True for "too many levels of symbolic links".
+fn is_loop(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(libc::ELOOP);
+    #[cfg(not(unix))]
+    return false;
 }
 
 /// Finds (or downloads) and loads the data set (`--dataset`, MNIST by default), and applies the

@@ -26,6 +26,10 @@ pub mod preprocess;
 pub mod preview;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod serve;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod signals;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod strict_image;
 pub mod train;
 
 pub use error::{MnistError, Result};

@@ -25,7 +25,7 @@ use std::io::Read;
 use std::path::Path;
 
 use cpu_matrix::Matrix;
-use gpu_layers::{Activation, CpuTrainer, Loss, NetworkSpec, Optimizer};
+use gpu_layers::{Activation, CpuTrainer, Layer, Loss, NetworkSpec, Optimizer};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
 use crate::data::{CLASSES, PIXELS, normalize_into};
@@ -267,11 +267,17 @@ pub struct Classifier {
 /// Images per forward pass.
 const CHUNK: usize = 500;
 
+/// The largest bound on a model's outputs that [`Classifier::new`] accepts: a quarter of
+/// f32's largest value, so that neither a sum in the forward pass nor the softmax's
+/// `x - max` (up to twice the bound) can overflow.
+pub const MAX_OUTPUT_BOUND: f64 = f32::MAX as f64 / 4.0;
+
 impl Classifier {
+    /// A classifier for `model`, or [`MnistError::UnusableModel`] when its weights, finite as
+    /// loading checks, are so large that some input could make the forward pass overflow f32
+    /// ([`value_bounds`]). Every way a model is used (eval, predict, serve, the page) makes
+    /// one of these, so they all refuse such a model with this same message.
     pub fn new(model: &Model) -> Result<Self> {
-        // The optimizer is never used: this network only predicts.
-        let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0)?;
-        net.load_parameters(&model.params)?;
         let mut largest = (0.0f32, String::new());
         for (k, p) in model.params.iter().enumerate() {
             let (w, b) = tensor_names(k / 2);
@@ -280,6 +286,19 @@ impl Classifier {
                 largest = (m, if k % 2 == 0 { w } else { b });
             }
         }
+        model.spec.check_parameters(&model.params)?;
+        let bounds = value_bounds(model);
+        if let Some((layer, &bound)) = bounds.iter().enumerate().find(|&(_, &b)| too_large(b)) {
+            let (value, tensor) = &largest;
+            return Err(MnistError::UnusableModel(overflow_message(
+                &format!("the values after linear layer {layer} can reach {bound:e} for some image"),
+                *value,
+                tensor,
+            )));
+        }
+        // The optimizer is never used: this network only predicts.
+        let mut net = CpuTrainer::new(&model.spec, Optimizer::sgd(0.1, 0.0), CHUNK, 0)?;
+        net.load_parameters(&model.params)?;
         Ok(Self { net, largest })
     }
 
@@ -297,14 +316,11 @@ impl Classifier {
             let p = self.net.predict_probs(&x)?;
             // Finite weights can still overflow f32 on the way (1e30 * 1e30): the softmax then
             // gives NaN, and argmax a silent "0". Say so instead.
+            // (`Classifier::new` refuses the models this could happen with; a second line of defence.)
             if let Some(i) = p.data.iter().position(|v| !v.is_finite()) {
                 let (value, tensor) = &self.largest;
-                return Err(MnistError::UnusableModel(format!(
-                    "its outputs are NaN or infinite (image {}): the weights are finite but so large that the \
-                     forward pass overflows f32 (the largest magnitude is {value:e}, in `{tensor}`). Train the model \
-                     again (with a smaller --lr if its training diverged)",
-                    out.len() / CLASSES + i / CLASSES
-                )));
+                let what = format!("its outputs are NaN or infinite (image {})", out.len() / CLASSES + i / CLASSES);
+                return Err(MnistError::UnusableModel(overflow_message(&what, *value, tensor)));
             }
             out.extend_from_slice(&p.data);
         }
@@ -315,6 +331,64 @@ impl Classifier {
     pub fn predict(&mut self, images: &[u8]) -> Result<Vec<u8>> {
         Ok(self.probabilities(images)?.chunks(CLASSES).map(argmax).collect())
     }
+}
+
+/// The sentence after "the model cannot classify: ".
+fn overflow_message(what: &str, value: f32, tensor: &str) -> String {
+    format!(
+        "{what}: the weights are finite but so large that the forward pass overflows f32 (the largest \
+         magnitude is {value:e}, in `{tensor}`). Train the model again (with a smaller --lr if its training diverged)"
+    )
+}
+
+/// Bounds on the values the forward pass computes, for any input image: one per linear layer
+/// (counting from 0), the largest magnitude its outputs (and partial sums) can reach; the list
+/// stops at the first bound over [`MAX_OUTPUT_BOUND`] (or not finite). Worked in f64, unit by unit, from the input
+/// bound (a normalized pixel lies in `[-0.43, 2.83]`): a linear layer's unit `j` is at most
+/// `sum_i |W[i][j]| * bound_i + |b[j]|` (a bound on each partial sum too, whatever the order of
+/// summation); ReLU, GELU and dropout (the identity when predicting) do not grow a value,
+/// tanh and sigmoid keep it within 1. Trained models sit many orders of magnitude below.
+pub fn value_bounds(model: &Model) -> Vec<f64> {
+    let pixel = f64::from(normalize_bound());
+    let mut bound = vec![pixel; model.spec.input()];
+    let mut worst_of_each = Vec::new();
+    let mut linear = 0;
+    for layer in model.spec.layers() {
+        match layer {
+            Layer::Linear { inputs, outputs } => {
+                let (w, b) = (&model.params[2 * linear], &model.params[2 * linear + 1]);
+                let mut next: Vec<f64> = b.data.iter().map(|v| f64::from(v.abs())).collect();
+                for (i, row) in w.data.chunks(*outputs).enumerate().take(*inputs) {
+                    let bi = bound[i];
+                    for (n, &wij) in next.iter_mut().zip(row) {
+                        *n += f64::from(wij.abs()) * bi;
+                    }
+                }
+                let worst = next.iter().fold(0.0f64, |m, &v| if v.is_nan() || v > m { v } else { m });
+                worst_of_each.push(worst);
+                if too_large(worst) {
+                    break;
+                }
+                bound = next;
+                linear += 1;
+            }
+            Layer::Activation(Activation::Tanh | Activation::Sigmoid) => bound.iter_mut().for_each(|v| *v = v.min(1.0)),
+            Layer::Activation(Activation::Relu | Activation::Gelu) | Layer::Dropout(_) | Layer::Flatten => {}
+        }
+    }
+    worst_of_each
+}
+
+/// Over [`MAX_OUTPUT_BOUND`], infinite or NaN.
+fn too_large(bound: f64) -> bool {
+    bound.is_nan() || bound > MAX_OUTPUT_BOUND
+}
+
+/// The largest magnitude of a normalized pixel (`(p / 255 - mean) / std` for p in 0..=255).
+fn normalize_bound() -> f32 {
+    let mut x = [0.0f32; 2];
+    normalize_into(&[0, 255], &mut x);
+    x[0].abs().max(x[1].abs())
 }
 
 /// A model's ten outputs for one image, named for what they are: `mnist serve`'s answer to
@@ -456,11 +530,44 @@ mod tests {
         for v in m.params.iter_mut().flat_map(|p| p.data.iter_mut()) {
             *v = 1e30;
         }
-        let mut c = m.classifier().unwrap();
-        let images: Vec<u8> = (0..2 * PIXELS).map(|i| (i * 31 % 256) as u8).collect();
-        let err = c.probabilities(&images).unwrap_err().to_string();
-        assert!(err.contains("NaN or infinite") && err.contains("1e30") && err.contains("layers.0.weight"), "{err}");
-        assert!(c.predict(&images).is_err());
+        let err = m.classifier().err().unwrap().to_string();
+        assert!(err.contains("the model cannot classify") && err.contains("overflows f32"), "{err}");
+        assert!(err.contains("1e30") && err.contains("layers.0.weight") && err.contains("linear layer 1"), "{err}");
+    }
+
+    #[test]
+    fn weights_that_overflow_into_a_silent_answer_are_refused_when_the_classifier_is_made() {
+        // +-3e38 in the first layer: each hidden sum is inf - inf = NaN, which ReLU (a max)
+        // turns into 0, so the outputs are the last bias, finite: every image is "class 0",
+        // and an accuracy could be printed. The bound refuses the model before any image.
+        let mut m = model(&[8]);
+        for (i, v) in m.params[0].data.iter_mut().enumerate() {
+            *v = if i % 2 == 0 { 3e38 } else { -3e38 };
+        }
+        m.params[3].data[0] = 1.0;
+        let err = m.classifier().err().unwrap().to_string();
+        assert!(err.contains("overflows f32") && err.contains("linear layer 0"), "{err}");
+        // A trained-size model is far within the bound.
+        let m = model(&[8]);
+        assert!(value_bounds(&m).iter().all(|&b| b < 1e6), "{:?}", value_bounds(&m));
+        m.classifier().unwrap();
+    }
+
+    #[test]
+    fn the_bound_is_above_every_output_computed() {
+        // Weights that push the outputs high but keep them finite, and an MSE model (its
+        // outputs are the last layer's values): the bound is above every output for these images.
+        let mut m = model(&[16]);
+        for v in m.params.iter_mut().flat_map(|p| p.data.iter_mut()) {
+            *v = v.abs() * 10.0;
+        }
+        let m = Model { spec: m.spec.clone().with_loss(Loss::Mse), ..m };
+        let bounds = value_bounds(&m);
+        assert_eq!(bounds.len(), 2, "{bounds:?}");
+        let images: Vec<u8> = (0..20 * PIXELS).map(|i| (i * 131 % 256) as u8).collect();
+        let outputs = m.classifier().unwrap().probabilities(&images).unwrap();
+        let most = outputs.iter().fold(0.0f64, |a, &v| a.max(f64::from(v.abs())));
+        assert!(most > 1.0 && most <= bounds[1], "{most} vs {bounds:?}");
     }
 
     #[test]

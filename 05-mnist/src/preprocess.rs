@@ -161,6 +161,8 @@ pub fn read_grey(path: &Path) -> Result<(Vec<u8>, usize, usize)> {
 /// [`read_grey`] on the bytes of a file: decodes with limits on the size and the memory the
 /// decoder may use, so a crafted header cannot make it allocate gigabytes.
 pub fn decode_grey(bytes: &[u8]) -> Result<(Vec<u8>, usize, usize), String> {
+    // A picture cut short or damaged would decode into a partial one: refuse it first.
+    crate::strict_image::check_complete(bytes, MAX_IMAGE_SIDE as usize, MAX_IMAGE_ALLOC as usize)?;
     let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read the image ({e})"))?;

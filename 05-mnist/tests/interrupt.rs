@@ -78,8 +78,17 @@ impl Running {
     }
 
     fn interrupt(&self) {
-        let status = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().expect("running kill");
-        assert!(status.success(), "kill -INT failed");
+        self.signal("-INT");
+    }
+
+    /// `kill -TERM`, as a service manager stops a program.
+    fn terminate(&self) {
+        self.signal("-TERM");
+    }
+
+    fn signal(&self, which: &str) {
+        let status = Command::new("kill").args([which, &self.child.id().to_string()]).status().expect("running kill");
+        assert!(status.success(), "kill {which} failed");
     }
 
     /// The exit status, within `limit` (the process is killed and the test fails otherwise),
@@ -160,6 +169,27 @@ fn ctrl_c_during_train_on_the_cpu_writes_the_last_finished_epoch() {
 #[test]
 fn ctrl_c_during_train_on_the_gpu_writes_the_last_finished_epoch() {
     first_ctrl_c_keeps_the_last_finished_epoch("gpu");
+}
+
+/// SIGTERM instead of Ctrl-C: the same stop, and every message names SIGTERM.
+#[test]
+fn sigterm_during_train_is_named_as_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.safetensors");
+    #[rustfmt::skip]
+    let mut run = Running::start(&[
+        "--device", "cpu", "--limit-train", "1000", "--limit-test", "200", "--hidden", "32",
+        "--batch-size", "50", "--epochs", "1000", "--preview", "0", "--save", model.to_str().unwrap(),
+    ]);
+    run.line_starting("epoch    1/1000", Duration::from_secs(120));
+    run.terminate();
+    let (status, _) = run.exit_within(Duration::from_secs(30));
+    let stderr = run.stderr();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("SIGTERM: stopping after the current batch"), "{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
+    assert!(!stderr.contains("Ctrl-C"), "a SIGTERM is not a Ctrl-C: {stderr}");
+    mnist::model_io::load_model(&model).unwrap();
 }
 
 /// A GPU run whose epochs are one submission that takes seconds on the software adapter (4 steps

@@ -255,16 +255,34 @@ fn slow_headers_and_idle_connections_are_cut_off() {
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
+/// Opens an event stream and reads until its snapshot has come: a connection busy answering.
+fn open_event_stream(server: &Server) -> TcpStream {
+    let mut s = server.connect();
+    s.write_all(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("event: snapshot") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the snapshot: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    s
+}
+
 #[test]
-fn connections_over_the_cap_are_refused_with_a_message() {
+fn connections_over_the_cap_are_refused_with_a_message_when_all_are_busy() {
     let server = Server::start(Limits { max_connections: 2, ..Limits::default() });
-    let held: Vec<TcpStream> = (0..2).map(|_| server.connect()).collect();
-    // Make sure the two were accepted before the third arrives.
-    std::thread::sleep(Duration::from_millis(200));
+    let mut held: Vec<TcpStream> = (0..2).map(|_| open_event_stream(&server)).collect();
     let mut third = server.connect();
     let _ = third.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     let (answer, _) = read_until_closed(&mut third);
     assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("too many connections"), "{answer}");
+    // The busy ones were not closed to make room.
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(s.read(&mut buf).is_err(), "an event stream was closed (or sent something unexpected)");
+    }
     // When one goes, a new one is served.
     drop(held);
     std::thread::sleep(Duration::from_millis(200));
@@ -272,6 +290,31 @@ fn connections_over_the_cap_are_refused_with_a_message() {
     s.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
     let (answer, _) = read_until_closed(&mut s);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn idle_connections_give_way_to_a_client_that_asks() {
+    // Far more connections that send nothing than the cap, with the header timeout far away:
+    // a client that asks is still answered, each time, and the oldest idle ones are closed.
+    let slow = Duration::from_secs(60);
+    let server = Server::start(Limits { max_connections: 8, header_read_timeout: slow, idle_timeout: slow, ..Limits::default() });
+    let mut idle: Vec<TcpStream> = (0..40).map(|_| server.connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let mut s = server.connect();
+        s.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        let (answer, took) = read_until_closed(&mut s);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
+    let mut closed = 0;
+    for s in &mut idle {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        if matches!(s.read(&mut [0u8; 16]), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 40 - 8, "only {closed} of the 40 idle connections were closed");
 }
 
 #[test]

@@ -77,7 +77,8 @@ async fn bad_training_requests_are_refused_with_a_message() {
         (json!({ "device": "tpu" }), "unknown variant `tpu`"),
         (json!({ "schedule": "linear" }), "unknown variant `linear`"),
         (json!({ "momentum": 1.0 }), "momentum:"),
-        (json!({ "limit_train": 0 }), "limit_train:"),
+        (json!({ "limit_train": 0 }), "limit_train: 0 images requested; use at least 1"),
+        (json!({ "limit_test": 0 }), "limit_test: 0 images requested; use at least 1"),
         (json!({ "limit_train": 70000 }), "limit_train:"),
         // The layer list, parsed and checked by the command line's code; shape errors name the layer.
         (json!({ "layers": "784-128-relu-dropout1.5-10" }), "layers: bad network description: layer 3 (Dropout(1.5))"),

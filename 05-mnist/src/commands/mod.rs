@@ -1,11 +1,13 @@
 //! What each command does, once `cli.rs` has parsed it: [`run`] picks the command, and
-//! `train.rs`, `eval.rs` and `predict.rs` carry them out (`mnist serve` is `crate::serve`).
+//! `train.rs` (with `outputs.rs`, its checks on the files it writes), `eval.rs` and
+//! `predict.rs` carry them out (`mnist serve` is `crate::serve`).
 //! The work itself is done by the library modules, so the web server can do the same things.
 //!
 //! Every error comes back as an `MnistError`, which `main.rs` prints as `error: ...` with the
 //! exit code 1 (130 for a run stopped by Ctrl-C). Nothing panics.
 
 mod eval;
+mod outputs;
 mod predict;
 mod train;
 

@@ -1,17 +1,19 @@
 //! `mnist train` (and `mnist` alone): check the flags and the output paths, load the data,
 //! train with a progress bar per epoch, then write the model, metrics and plot, and show a few
-//! test images with their predictions. Ctrl-C stops the run and keeps the last finished epoch.
+//! test images with their predictions. Ctrl-C (or SIGTERM) stops the run and keeps the last
+//! finished epoch.
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gpu_layers::Network;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::index::sample;
 
+use super::outputs::check_outputs;
 use crate::cli::TrainArgs;
 use crate::data::Dataset;
 use crate::data_args::load_data;
@@ -21,6 +23,7 @@ use crate::metrics::{EpochMetrics, thousands, write_metrics};
 use crate::model_io::{Classifier, Model, save_model};
 use crate::plot;
 use crate::preview::{PreviewItem, per_row_for, render_grid};
+use crate::signals::{self, StopSignal};
 use crate::train::{Device, Event, TrainConfig, TrainOutcome, select_device, train};
 
 /// Builds the thread pool the CPU trainer divides its products among: `threads` workers, else
@@ -51,19 +54,14 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
     cfg.validate()?;
     build_thread_pool(args.threads)?;
     let spec = cfg.spec()?;
-    // Check the output paths before spending minutes training: each must be a file name (not a
-    // folder) in a folder that exists and takes new files, and no two may be the same file.
-    let outputs = [("--save", &args.save), ("--metrics", &args.metrics), ("--plot", &args.plot)];
-    for (i, (flag, path)) in outputs.iter().enumerate() {
-        let Some(path) = path else { continue };
-        check_writable(flag, path)?;
-        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.as_ref() == Some(path)) {
-            return Err(MnistError::InvalidArgument(format!("{other} and {flag} name the same file {}", path.display())));
-        }
-    }
+    // Check the output paths before spending minutes training (`outputs.rs`): each a file name
+    // in a folder that exists, writable under that name, and no two the same file.
     if let Some(path) = &args.plot {
         plot::check_plot_path(path)?;
     }
+    let outputs = [("--save", &args.save), ("--metrics", &args.metrics), ("--plot", &args.plot)];
+    let outputs: Vec<(&str, &Path)> = outputs.iter().filter_map(|(flag, p)| p.as_deref().map(|p| (*flag, p))).collect();
+    check_outputs(&outputs)?;
     let data = load_data(&args.data, args.limit_train)?;
     let selected = select_device(args.device)?;
     match &selected.device {
@@ -82,7 +80,7 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
         }
     }
     let stop = Arc::new(AtomicBool::new(false));
-    stop_on_ctrl_c(stop.clone());
+    let stopped_by = stop_on_signal(stop.clone());
     println!(
         "model {} ({} parameters), {}, {:?} schedule, batch {}, {} epochs, seed {}",
         spec.describe(),
@@ -155,7 +153,8 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
     let mut outputs = OutputFiles { save: args.save.as_deref(), metrics: args.metrics.as_deref(), plot: args.plot.as_deref() };
     // Stopped: the model of the last finished epoch, which the metrics describe; before the end
     // of the first epoch, the parameters so far (there are no metrics yet).
-    let interrupted = outcome.stopped.then(|| interrupted_message(&outcome, batches_per_epoch, &outputs));
+    let signal = stopped_by.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or(StopSignal::Interrupt);
+    let interrupted = outcome.stopped.then(|| interrupted_message(&outcome, batches_per_epoch, &outputs, signal));
     let model = match (outcome.stopped, epoch_model) {
         (true, Some(m)) => m,
         _ => outcome.model,
@@ -183,34 +182,45 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// First Ctrl-C (or SIGTERM): sets `stop`, so the run ends after the current batch (CPU) or
+/// First Ctrl-C or SIGTERM: sets `stop`, so the run ends after the current batch (CPU) or
 /// submission (GPU) and writes what it has. Second: exits at once, writing nothing more.
 /// (The handler runs on its own thread, so it works while the main thread waits for the GPU.)
-fn stop_on_ctrl_c(stop: Arc<AtomicBool>) {
-    let presses = AtomicUsize::new(0);
-    let installed = ctrlc::set_handler(move || {
-        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            stop.store(true, Ordering::SeqCst);
-            eprintln!(
-                "\nCtrl-C: stopping after the current batch (CPU) or submission (GPU), then writing the \
-                 model and metrics of the last finished epoch. Ctrl-C again exits at once."
-            );
-        } else {
-            eprintln!("\nCtrl-C again: exiting now; nothing more is written.");
-            std::process::exit(130);
+/// Returns where the first signal is recorded, for the message at the end.
+fn stop_on_signal(stop: Arc<AtomicBool>) -> Arc<Mutex<Option<StopSignal>>> {
+    let first = Arc::new(Mutex::new(None));
+    let seen = first.clone();
+    let installed = signals::on_stop_signal(move |signal| {
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let name = signal.name();
+        match *seen {
+            None => {
+                *seen = Some(signal);
+                stop.store(true, Ordering::SeqCst);
+                eprintln!(
+                    "\n{name}: stopping after the current batch (CPU) or submission (GPU), then writing the \
+                     model and metrics of the last finished epoch. {name} again exits at once."
+                );
+            }
+            Some(before) => {
+                let again = if before == signal { format!("{name} again") } else { format!("{name} after {}", before.name()) };
+                eprintln!("\n{again}: exiting now; nothing more is written.");
+                std::process::exit(130);
+            }
         }
     });
     if let Err(e) = installed {
-        eprintln!("warning: Ctrl-C will end the run without saving anything ({e})");
+        eprintln!("warning: Ctrl-C or SIGTERM will end the run without saving anything ({e})");
     }
+    first
 }
 
-/// What a run stopped by Ctrl-C wrote, in one sentence per output kind.
-fn interrupted_message(outcome: &TrainOutcome, batches: usize, out: &OutputFiles<'_>) -> String {
+/// What a run stopped by `signal` wrote, in one sentence per output kind.
+fn interrupted_message(outcome: &TrainOutcome, batches: usize, out: &OutputFiles<'_>, signal: StopSignal) -> String {
     let done = outcome.history.len();
+    let by = signal.name();
     let at = match outcome.batches_done {
-        0 => format!("stopped by Ctrl-C before epoch {} began", done + 1),
-        b => format!("stopped by Ctrl-C during epoch {} ({b} of {batches} batches done)", done + 1),
+        0 => format!("stopped by {by} before epoch {} began", done + 1),
+        b => format!("stopped by {by} during epoch {} ({b} of {batches} batches done)", done + 1),
     };
     let written = |path: Option<&Path>, what: &str| path.map(|p| format!("{what} {}", p.display()));
     match outcome.history.last() {
@@ -251,24 +261,6 @@ fn preview(
         .collect();
     let names = kind.class_names();
     Ok(format!("\n{}", render_grid(&items, names, per_row_for(terminal_columns(), &items, names))))
-}
-
-/// Fails early (better now than after training) when `path` is a folder, or its folder does
-/// not exist or does not take new files (checked by creating and deleting a temporary file).
-fn check_writable(flag: &str, path: &Path) -> Result<()> {
-    if path.is_dir() {
-        return Err(MnistError::InvalidArgument(format!("{flag} {}: that is a folder; give a file name in it", path.display())));
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(MnistError::InvalidArgument(format!(
-            "{flag} {}: the folder {} does not exist; create it first",
-            path.display(),
-            dir.display()
-        )));
-    }
-    tempfile::Builder::new().prefix(".check-").tempfile_in(dir).map_err(|e| MnistError::io(dir, e))?;
-    Ok(())
 }
 
 /// The files a run writes when it ends.
@@ -328,16 +320,5 @@ mod tests {
         // No temporary files are left behind.
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
-    }
-
-    #[test]
-    fn output_paths_are_checked_before_training() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = check_writable("--metrics", dir.path()).unwrap_err().to_string();
-        assert!(err.contains("--metrics") && err.contains("that is a folder"), "{err}");
-        let err = check_writable("--save", &dir.path().join("no/such/m.safetensors")).unwrap_err().to_string();
-        assert!(err.contains("does not exist"), "{err}");
-        check_writable("--save", &dir.path().join("m.safetensors")).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the check leaves nothing behind");
     }
 }

@@ -3,8 +3,10 @@
 //! `axum::serve` would do this in one line, but it has no timeouts and no cap on connections,
 //! so one client could open thousands of connections and send nothing (each holds a socket and
 //! a task forever), or send its headers one byte a minute. Here:
-//! - at most [`Limits::max_connections`] connections are served at once; one more is answered
-//!   `503` with a sentence and closed at once;
+//! - at most [`Limits::max_connections`] connections are served at once, and at most
+//!   [`Limits::max_connections_per_client`] from one address (`slots.rs`); a new one that finds
+//!   them full takes the slot of the connection idle the longest, so idle connections never
+//!   keep a client out; only when every slot is busy answering is it told `503` and closed;
 //! - a request's headers must arrive within [`Limits::header_read_timeout`] (hyper's own timer,
 //!   which also closes a kept-alive connection that sends no next request);
 //! - a connection on which no byte moves either way for [`Limits::idle_timeout`] is closed
@@ -26,28 +28,29 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
 use super::guard::{Limits, LocalAddr};
+use super::slots::{Slots, Tracked};
 
 /// How long shutdown waits for connections to finish their answers.
 pub const GRACE: Duration = Duration::from_secs(5);
 
 /// The answer to a connection over the cap (then the connection is closed).
-const TOO_MANY: &str = r#"{"error":"too many connections to this server at once; close some of its pages or tabs and try again"}"#;
+const TOO_MANY: &str = r#"{"error":"too many connections to this server at once, all of them busy; close some of its pages or tabs and try again"}"#;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then shuts down as described above.
 pub async fn serve_connections(listener: TcpListener, app: Router, limits: Limits, shutdown: impl Future<Output = ()>) {
-    let permits = std::sync::Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Slots::new(limits.max_connections, limits.max_connections_per_client);
     let (closing, closing_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         while tasks.try_join_next().is_some() {}
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(s) => s,
@@ -59,21 +62,24 @@ pub async fn serve_connections(listener: TcpListener, app: Router, limits: Limit
                 }
             },
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let Some(slot) = slots.admit(peer.ip()) else {
             tasks.spawn(refuse(stream));
             continue;
         };
         let local = stream.local_addr().ok().map(LocalAddr);
         let app = app.clone();
         let mut closing = closing_rx.clone();
+        let activity = slot.activity.clone();
         tasks.spawn(async move {
-            let _permit = permit;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                // Busy from here until the answer's last byte is sent (see `slots.rs`).
+                let busy = activity.begin();
                 let mut req = req.map(Body::new);
                 if let Some(local) = local {
                     req.extensions_mut().insert(local);
                 }
-                app.clone().oneshot(req)
+                let answer = app.clone().oneshot(req);
+                async move { answer.await.map(|res| res.map(|body| Tracked::new(body, busy))) }
             });
             let io = TokioIo::new(Idle::new(stream, limits.idle_timeout));
             let conn = http1::Builder::new()
@@ -83,8 +89,11 @@ pub async fn serve_connections(listener: TcpListener, app: Router, limits: Limit
             tokio::pin!(conn);
             let finished = tokio::select! {
                 _ = conn.as_mut() => true,
+                // Idle, and its slot went to a newer connection: close it now.
+                _ = slot.evicted() => true,
                 _ = closing.wait_for(|&c| c) => false,
             };
+            drop(slot);
             if !finished {
                 conn.as_mut().graceful_shutdown();
                 let _ = conn.await;

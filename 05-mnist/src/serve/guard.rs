@@ -56,8 +56,12 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// A request (its body included) must be answered within this time: 408 otherwise.
     pub request_timeout: Duration,
-    /// Open connections; more are answered 503 and closed.
+    /// Open connections in all. A new one beyond it takes the slot of the connection idle the
+    /// longest; when every connection is busy, it is answered 503 and closed (`slots.rs`).
     pub max_connections: usize,
+    /// Open connections from one client address, with the same rule (a page in a browser uses
+    /// about six).
+    pub max_connections_per_client: usize,
     /// Open event streams (`GET /api/events`: one per open page).
     pub max_event_streams: usize,
     /// Predictions (`POST /api/predict`) being computed at once.
@@ -71,6 +75,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             max_connections: 256,
+            max_connections_per_client: 64,
             max_event_streams: 32,
             max_predictions: 8,
         }

@@ -21,8 +21,9 @@
 //! - `site.rs`: the trainer compiled to WebAssembly (`pkg/`, from the site `web/build.sh`
 //!   builds) and the data sets' files (`data/` for MNIST, `data/fashion/`), so that the page can also train in
 //!   the browser, as it does on any static host.
-//! - `guard.rs` / `connections.rs`: what keeps other web pages and greedy clients out (the
-//!   `Host` and `Origin` checks, security headers, timeouts, caps on connections and streams).
+//! - `guard.rs` / `connections.rs` / `slots.rs`: what keeps other web pages and greedy clients
+//!   out (the `Host` and `Origin` checks, security headers, timeouts, caps on connections per
+//!   client and in all, with idle ones giving way, and on streams).
 //!
 //! The page is at `/`; the API is documented in `routes.rs`.
 
@@ -35,6 +36,7 @@ mod model;
 mod routes;
 mod run;
 mod site;
+mod slots;
 mod state;
 
 use std::net::SocketAddr;
@@ -166,40 +168,25 @@ pub fn serve_until(
     Ok(())
 }
 
-/// Resolves on the first Ctrl-C (or SIGTERM): the shutdown begins. The second exits the process
+/// Resolves on the first Ctrl-C or SIGTERM: the shutdown begins. The second exits the process
 /// at once (status 130), even while a run's thread is still busy with its batch or submission.
+/// Each message names the signal that came.
 async fn shutdown_twice() {
-    shutdown_signal().await;
-    eprintln!("Ctrl-C: shutting down (Ctrl-C again exits at once)");
+    let mut signals = match crate::signals::StopSignals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warning: Ctrl-C and SIGTERM will end the server at once ({e})");
+            return std::future::pending().await;
+        }
+    };
+    let Some(first) = signals.recv().await else { return std::future::pending().await };
+    eprintln!("{}: shutting down ({} again exits at once)", first.name(), first.name());
     // Runs on the runtime's worker threads, which live until the run's thread has ended.
-    tokio::spawn(async {
-        shutdown_signal().await;
-        eprintln!("Ctrl-C again: exiting now");
-        std::process::exit(130);
+    tokio::spawn(async move {
+        if let Some(second) = signals.recv().await {
+            let again = if second == first { format!("{} again", second.name()) } else { format!("{} after {}", second.name(), first.name()) };
+            eprintln!("{again}: exiting now");
+            std::process::exit(130);
+        }
     });
-}
-
-/// Resolves on Ctrl-C, or on SIGTERM where there are signals.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        // If the handler cannot be installed, never resolve: SIGTERM still works.
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
-    }
 }

@@ -111,7 +111,7 @@ async fn train(
     let Json(req) = body?;
     // Everything but the image counts first, so a bad request is refused before a data set
     // is loaded for it.
-    req.validate(usize::MAX, usize::MAX).map_err(ApiError::invalid)?;
+    req.validate_before_loading().map_err(ApiError::invalid)?;
     let (loader, kind) = (state.clone(), req.dataset);
     let all = tokio::task::spawn_blocking(move || loader.dataset(kind))
         .await

@@ -186,17 +186,52 @@ async fn data(dir: &Path, file: &str) -> Response {
     send(dir.join(file), content_type).await
 }
 
-/// The file at `path` (read off the async threads: the training images are 10 MB).
+/// The pieces a file is sent in: a client that reads slowly, or not at all, holds at most one
+/// piece of it in the server's memory (the training images are 47 MB raw).
+pub const PIECE: usize = 64 << 10;
+
+/// The file at `path`, streamed from disk in pieces of [`PIECE`] bytes, each read off the
+/// async threads when the client has taken the one before.
 async fn send(path: PathBuf, content_type: &'static str) -> Response {
     let shown = path.display().to_string();
-    match tokio::task::spawn_blocking(move || std::fs::read(path)).await {
-        Ok(Ok(bytes)) => ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], bytes).into_response(),
+    let opened = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path)?;
+        let meta = file.metadata()?;
+        Ok::<_, std::io::Error>(meta.is_file().then_some((file, meta.len())))
+    })
+    .await;
+    let (file, len) = match opened {
+        Ok(Ok(Some(opened))) => opened,
+        Ok(Ok(None)) => return ApiError::new(StatusCode::NOT_FOUND, format!("{shown} is not a file")).into_response(),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            ApiError::new(StatusCode::NOT_FOUND, format!("{shown} is not there")).into_response()
+            return ApiError::new(StatusCode::NOT_FOUND, format!("{shown} is not there")).into_response();
         }
-        Ok(Err(e)) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
-        Err(e) => ApiError::internal(format!("reading {shown}: {e}")).into_response(),
-    }
+        Ok(Err(e)) => return ApiError::internal(format!("reading {shown}: {e}")).into_response(),
+        Err(e) => return ApiError::internal(format!("reading {shown}: {e}")).into_response(),
+    };
+    let pieces = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let read = tokio::task::spawn_blocking(move || {
+            use std::io::Read;
+            let mut piece = vec![0u8; PIECE];
+            let n = file.read(&mut piece)?;
+            piece.truncate(n);
+            Ok::<_, std::io::Error>((file, piece))
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        match read {
+            Ok((_, piece)) if piece.is_empty() => None,
+            Ok((file, piece)) => Some((Ok(axum::body::Bytes::from(piece)), Some(file))),
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    let headers = [
+        (header::CONTENT_TYPE, header::HeaderValue::from_static(content_type)),
+        (header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache")),
+        (header::CONTENT_LENGTH, header::HeaderValue::from(len)),
+    ];
+    (headers, axum::body::Body::from_stream(pieces)).into_response()
 }
 
 #[cfg(test)]
@@ -229,6 +264,26 @@ mod tests {
             assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
         }
         assert_eq!(get(&app, "/pkg/mnist_web.js").await.0, StatusCode::NOT_FOUND, "no site built");
+    }
+
+    #[tokio::test]
+    async fn files_are_streamed_in_pieces_not_read_whole() {
+        use futures_util::StreamExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = (0..3 * PIECE + 123).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(tmp.path().join("train-images-idx3-ubyte"), &bytes).unwrap();
+        let app = routes(SiteFiles { site: None, data_dir: tmp.path().to_path_buf(), fashion_dir: PathBuf::new() });
+        let res = app.oneshot(Request::get("/data/train-images-idx3-ubyte").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()[header::CONTENT_LENGTH], bytes.len().to_string().as_str());
+        let mut pieces = res.into_body().into_data_stream();
+        let mut got = Vec::new();
+        while let Some(piece) = pieces.next().await {
+            let piece = piece.unwrap();
+            assert!(piece.len() <= PIECE, "a piece of {} bytes", piece.len());
+            got.extend_from_slice(&piece);
+        }
+        assert_eq!(got, bytes);
     }
 
     #[tokio::test]

@@ -85,6 +85,20 @@ impl TrainRequest {
     /// Checks every value against its range, for a training set of `train_len` and a test set of `test_len` images.
     /// `Err` names the field (`mnist serve` answers it as a 400).
     pub fn validate(&self, train_len: usize, test_len: usize) -> Result<(), String> {
+        self.validate_before_loading()?;
+        for (field, limit, len) in [("limit_train", self.limit_train, train_len), ("limit_test", self.limit_test, test_len)] {
+            match limit {
+                Some(n) if n > len => return Err(format!("{field}: {n} images requested; use 1 to {len}")),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every check that needs no data set: all of [`TrainRequest::validate`] but the upper
+    /// bounds of `limit_train` and `limit_test` (the sizes of the sets, not loaded yet), whose
+    /// lower bound it does check ("use at least 1").
+    pub fn validate_before_loading(&self) -> Result<(), String> {
         let bad = |msg: String| Err(msg);
         self.check_network()?;
         if !self.lr.is_finite() || self.lr <= 0.0 || self.lr > MAX_LR {
@@ -105,10 +119,9 @@ impl TrainRequest {
             }
             _ => {}
         }
-        for (field, limit, len) in [("limit_train", self.limit_train, train_len), ("limit_test", self.limit_test, test_len)] {
-            match limit {
-                Some(n) if n == 0 || n > len => return bad(format!("{field}: {n} images requested; use 1 to {len}")),
-                _ => {}
+        for (field, limit) in [("limit_train", self.limit_train), ("limit_test", self.limit_test)] {
+            if limit == Some(0) {
+                return bad(format!("{field}: 0 images requested; use at least 1 (or leave it out for all of them)"));
             }
         }
         Ok(())
@@ -231,6 +244,7 @@ mod tests {
         assert!(err(TrainRequest { limit_train: Some(0), ..d() }).starts_with("limit_train:"));
         assert!(err(TrainRequest { limit_train: Some(60_001), ..d() }).starts_with("limit_train:"));
         assert!(err(TrainRequest { limit_test: Some(10_001), ..d() }).starts_with("limit_test:"));
+        assert!(err(TrainRequest { limit_test: Some(10_001), ..d() }).contains("use 1 to 10000"));
         // Softmax regression (no hidden layer) is allowed.
         TrainRequest { hidden: vec![], ..d() }.validate(60_000, 10_000).unwrap();
         // A layer list instead of hidden sizes.
@@ -239,6 +253,18 @@ mod tests {
         assert!(err(layers("784-256-relx-10")).starts_with("layers:"));
         assert!(err(layers("784-5000-relu-10")).starts_with("layers:"));
         assert!(err(layers("784-8-8-8-8-8-10")).starts_with("layers:"));
+    }
+
+    #[test]
+    fn counts_checked_before_the_data_is_loaded_name_a_readable_range() {
+        for field in ["limit_train", "limit_test"] {
+            let req: TrainRequest = serde_json::from_str(&format!(r#"{{"{field}":0}}"#)).unwrap();
+            let err = req.validate_before_loading().unwrap_err();
+            assert!(err.starts_with(&format!("{field}:")) && err.contains("use at least 1"), "{err}");
+            assert!(!err.contains(&usize::MAX.to_string()), "{err}");
+        }
+        // The sizes of the sets are not known yet: any positive count passes here.
+        TrainRequest { limit_train: Some(usize::MAX), ..TrainRequest::default() }.validate_before_loading().unwrap();
     }
 
     #[test]
