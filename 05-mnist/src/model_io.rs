@@ -291,7 +291,7 @@ impl Classifier {
         if let Some((layer, &bound)) = bounds.iter().enumerate().find(|&(_, &b)| too_large(b)) {
             let (value, tensor) = &largest;
             return Err(MnistError::UnusableModel(overflow_message(
-                &format!("the values after linear layer {layer} can reach {bound:e} for some image"),
+                &format!("the values after linear layer {layer} can reach {bound:.1e} for some image"),
                 *value,
                 tensor,
             )));
