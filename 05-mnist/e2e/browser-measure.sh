@@ -58,7 +58,7 @@ browse() {
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee "$out/gpu.txt"
 "$chromium" --version | tee "$out/browser.txt"
 # Warm the GPU up (it idles at a low clock), then the page, then its peer.
-"$bin" train --epochs 2 --preview 0 > /dev/null 2>&1
+[ -n "$gpu_flags" ] && "$bin" train --epochs 2 --preview 0 > /dev/null 2>&1
 browse "measure.html?runs=$runs&epochs=3&threads=$threads" page 400
 browse "peer/tfjs.html?backends=$backends&epochs=3" peer 300
 {

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Makes the browser table of WEB.md from what browser-measure.sh wrote (page.jsonl, peer.jsonl,
-native.txt in DIR): one row per trainer and setting, its seconds per epoch over epochs 2-3 (the
-first epoch also compiles pipelines and warms caches), and the test accuracy after epoch 3.
+native.txt in each DIR): one row per machine, trainer and setting, its milliseconds per epoch
+over epochs 2-3 (the first epoch also compiles pipelines and warms caches), and the test
+accuracy after epoch 3.
 
-    python3 05-mnist/e2e/browser_table.py DIR ADAPTER > CSV
+    python3 05-mnist/e2e/browser_table.py MACHINE DIR ADAPTER [MACHINE DIR ADAPTER ...] > CSV
 
-ADAPTER names the native GPU row's adapter (the browser rows carry their own)."""
+MACHINE names the machine in the table; ADAPTER names the native GPU row's adapter (the browser
+rows carry their own; "-" where the folder has no native GPU run)."""
 import json
 import re
 import sys
@@ -38,7 +40,7 @@ def rows(folder, adapter):
         rs = [r for r in peer if r["backend"] == backend]
         threads = rs[0].get("threads")
         out.append((f"TensorFlow.js 4.22 ({backend})", {"webgpu": "WebGPU", "webgl": "WebGL", "wasm": "WebAssembly"}[backend],
-                    rs[0]["adapter"] if backend != "wasm" else f"{threads} threads, SIMD", "",
+                    rs[0]["adapter"] if backend != "wasm" else f"{threads} thread{'' if threads == 1 else 's'}, SIMD", "",
                     span([r["seconds"] for r in rs if r["epoch"] >= 2]), f"{100 * rs[-1]['test_acc']:.2f}%"))
     # native.txt: three runs of `mnist train`, each a `model` line, epoch lines, a `trained` line.
     runs, cur, cur_device = [], None, None
@@ -53,20 +55,28 @@ def rows(folder, adapter):
         m = re.match(r"epoch (\d+)/\d+ .* acc +([\d.]+)%\s+([\d.]+) s", line)
         if m and cur is not None:
             cur["epochs"].append((int(m[1]), float(m[3]), m[2]))
+    # Runs on the same device (repeats) make one row: the span of all their epochs 2-3.
+    by_device = {}
     for run in runs:
         # A GPU run names its adapter (older builds printed no line for it: ADAPTER says it).
         cpu = (run["device"] or "").startswith("CPU")
         name = run["device"] if cpu or run["device"] else adapter
-        path = "CPU trainer" if cpu else "wgpu (Vulkan)"
-        out.append(("mnist train (native)", path, name, "", span([s for e, s, _ in run["epochs"] if e >= 2]), f"{run['epochs'][-1][2]}%"))
+        by_device.setdefault((name, "CPU trainer" if cpu else "wgpu (Vulkan)"), []).append(run)
+    for (name, path), same in by_device.items():
+        seconds = [s for run in same for e, s, _ in run["epochs"] if e >= 2]
+        out.append(("mnist train (native)", path, name, "", span(seconds), f"{same[-1]['epochs'][-1][2]}%"))
     return out
 
 
 def main():
-    folder, adapter = sys.argv[1], sys.argv[2]
-    print("trainer,path,adapter,setting,ms_per_epoch,test_accuracy")
-    for r in rows(folder, adapter):
-        print(",".join(f'"{c}"' if "," in c else c for c in r))
+    args = sys.argv[1:]
+    if not args or len(args) % 3:
+        sys.exit(__doc__)
+    print("machine,trainer,path,adapter,setting,ms_per_epoch,test_accuracy")
+    for i in range(0, len(args), 3):
+        machine, folder, adapter = args[i:i + 3]
+        for r in rows(folder, adapter):
+            print(",".join(f'"{c}"' if "," in c else c for c in (machine, *r)))
 
 
 main()

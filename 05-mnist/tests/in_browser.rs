@@ -1,12 +1,16 @@
 //! Training in the browser: builds the static site as it is published (`book/build.sh`: the
-//! page and the trainer compiled to WebAssembly at its root, the book in `book/`), then runs `e2e/in_browser.mjs`, which serves it from a
-//! local static server (no `mnist serve`) and drives Debian's headless Chromium: one epoch on
-//! WebGPU (SwiftShader where there is no GPU) and one on the WebAssembly CPU path, each at
-//! least 85% on the test set, a drawn digit read in the page, WebGPU and the CPU agreeing on
-//! the first batch's loss, the data set cached across a reload; on the CPU path also the
-//! form's choices (the layer list's check under the field, a run with dropout, a Fashion-MNIST
-//! run from `data/fashion/` with its class names shown). The model the page downloads is then
-//! read by `mnist eval`. Needs MNIST ($MNIST_DIR) and Fashion-MNIST ($FASHION_MNIST_DIR).
+//! page and the trainer compiled to WebAssembly at its root, the book in `book/`), then runs
+//! `e2e/in_browser.mjs`, which serves it from two local static servers (no `mnist serve`), one
+//! cross-origin isolated (COOP and COEP) and one not, and drives Debian's headless Chromium: a
+//! software WebGPU (SwiftShader) makes the page pick the WebAssembly CPU path and say why; one
+//! epoch on the CPU threads, one on WebGPU and one on a single thread with SIMD, each at least
+//! 85% on the test set, with progress moving and Stop ending a run within seconds; WebGPU, the
+//! CPU and the CPU threads agreeing on the first batch's loss; a drawn digit read in the page;
+//! the data set cached across a reload; the form's refusals (a bad number named by its label
+//! and range, a layer list's check under the field), a diverged run flagged, a run with dropout,
+//! a Fashion-MNIST run from `data/fashion/` with its class names shown. The model the page
+//! downloads is then read by `mnist eval`. Needs MNIST ($MNIST_DIR) and Fashion-MNIST
+//! ($FASHION_MNIST_DIR).
 //!
 //! Needs mdbook, the wasm32 target, wasm-bindgen-cli at the pinned version, Node.js, `npm ci` in
 //! `05-mnist/e2e`, and Chromium (/usr/bin/chromium or $CHROMIUM); `.ci/run` installs them all.

@@ -120,18 +120,21 @@ async fn state_changing_requests_from_other_origins_are_refused() {
 #[tokio::test]
 async fn every_answer_carries_the_security_headers() {
     let app = router(AppState::new(tiny_data(), None));
-    for req in [get_with("/", &[]), get_with("/app.js", &[]), get_with("/api/status", &[]), get_with("/nope", &[]), get_with("/", &[("host", "evil.example")])] {
+    for req in [get_with("/", &[]), get_with("/app.js", &[]), get_with("/cpu_worker.js", &[]), get_with("/api/status", &[]), get_with("/nope", &[]), get_with("/", &[("host", "evil.example")])] {
         let path = req.uri().to_string();
         let (_, h, _) = send(&app, req).await;
         assert_eq!(h[header::CONTENT_SECURITY_POLICY], CSP, "{path}");
         assert_eq!(h[header::X_FRAME_OPTIONS], "DENY", "{path}");
         assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+        // Cross-origin isolated, so that the CPU trainer may share memory with its threads.
+        assert_eq!(h["cross-origin-opener-policy"], "same-origin", "{path}");
+        assert_eq!(h["cross-origin-embedder-policy"], "require-corp", "{path}");
     }
     // The policy fits the page: its scripts and styles are files of this server (no inline
     // <script> or style attribute the policy would block), and it may run WebAssembly.
     let page = mnist::serve::INDEX_HTML;
     assert!(!page.contains("<script>") && !page.contains(" style=") && !page.contains("onclick"), "inline code in the page");
-    for part in ["script-src 'self' 'wasm-unsafe-eval'", "connect-src 'self'", "frame-ancestors 'none'", "img-src 'self' data:"] {
+    for part in ["script-src 'self' 'wasm-unsafe-eval'", "connect-src 'self'", "frame-ancestors 'none'", "img-src 'self' data:", "worker-src 'self'"] {
         assert!(CSP.contains(part), "{part}");
     }
 }

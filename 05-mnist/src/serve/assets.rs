@@ -7,6 +7,9 @@ use axum::response::IntoResponse;
 pub const INDEX_HTML: &str = include_str!("../../web/index.html");
 pub const APP_JS: &str = include_str!("../../web/app.js");
 pub const STYLE_CSS: &str = include_str!("../../web/style.css");
+pub const CPU_WORKER_JS: &str = include_str!("../../web/cpu_worker.js");
+pub const MEASURE_HTML: &str = include_str!("../../web/measure.html");
+pub const MEASURE_JS: &str = include_str!("../../web/measure.js");
 
 /// The header that tells the page it is served by `mnist serve` (so it offers training on the
 /// server): the page reads it with a HEAD request of itself, which a static host answers too,
@@ -28,4 +31,18 @@ pub async fn app_js() -> impl IntoResponse {
 
 pub async fn style_css() -> impl IntoResponse {
     file("text/css; charset=utf-8", STYLE_CSS)
+}
+
+/// The threaded CPU trainer's worker (it loads `pkg/threads/`).
+pub async fn cpu_worker_js() -> impl IntoResponse {
+    file("text/javascript; charset=utf-8", CPU_WORKER_JS)
+}
+
+/// The page that times the in-browser trainer (`measure.html?runs=gpu:100,cpu`; see WEB.md).
+pub async fn measure_html() -> impl IntoResponse {
+    file("text/html; charset=utf-8", MEASURE_HTML)
+}
+
+pub async fn measure_js() -> impl IntoResponse {
+    file("text/javascript; charset=utf-8", MEASURE_JS)
 }

@@ -13,6 +13,10 @@
 //! - Framing and sniffing: every answer carries a Content-Security-Policy that allows only
 //!   this server's own scripts, styles, fetches and WebAssembly, `frame-ancestors 'none'` and
 //!   `X-Frame-Options: DENY` (no clickjacking in a frame), and `X-Content-Type-Options: nosniff`.
+//! - Cross-origin isolation: `Cross-Origin-Opener-Policy: same-origin` and
+//!   `Cross-Origin-Embedder-Policy: require-corp` on every answer. The page loads nothing from
+//!   elsewhere, so they cost nothing, and they let it share memory with Web Workers: the CPU
+//!   trainer's threads (`cpu_worker.js`, `pkg/threads/`) run only on an isolated page.
 //! - Slow or greedy clients: a request must be answered within [`Limits::request_timeout`],
 //!   and the event streams and predictions in flight are capped ([`limit`]): over the cap,
 //!   the answer is 503 with a message, not a server that runs out of threads or memory. The
@@ -182,6 +186,10 @@ pub const BOOK_CSP: &str = "default-src 'none'; script-src 'self' 'unsafe-inline
                             img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; \
                             form-action 'none'; frame-ancestors 'none'";
 
+/// The cross-origin isolation headers (see the module's note).
+pub const COOP: header::HeaderName = header::HeaderName::from_static("cross-origin-opener-policy");
+pub const COEP: header::HeaderName = header::HeaderName::from_static("cross-origin-embedder-policy");
+
 fn security_headers(h: &mut HeaderMap) {
     // A handler may have chosen the policy of its own answer (the book's, [`BOOK_CSP`]).
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
@@ -190,6 +198,8 @@ fn security_headers(h: &mut HeaderMap) {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(COOP, HeaderValue::from_static("same-origin"));
+    h.insert(COEP, HeaderValue::from_static("require-corp"));
 }
 
 /// What [`guard`] knows: the allowed hosts and the limits.

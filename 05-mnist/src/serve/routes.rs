@@ -3,7 +3,8 @@
 //!
 //! | method | path           | answer                                                   |
 //! |--------|----------------|----------------------------------------------------------|
-//! | GET    | `/`            | the page (`/app.js`, `/style.css` beside it)             |
+//! | GET    | `/`            | the page (`/app.js`, `/style.css`, `/cpu_worker.js` beside it) |
+//! | GET    | `/measure.html`| the page that times the in-browser trainer (`/measure.js`) |
 //! | GET    | `/api/status`  | the `Snapshot` (`crate::events`): run, config, history, model, adapter   |
 //! | GET    | `/api/events`  | server-sent events: `snapshot` first, then live events   |
 //! | GET    | `/api/samples` | the grid's test digits and the model's predictions       |
@@ -13,13 +14,15 @@
 //! | POST   | `/api/predict` | a drawing's ten outputs: `probabilities`, or an MSE       |
 //! |        |                | model's `outputs` (scores), beside its `loss`; 409 without a model |
 //! | GET    | `/pkg/{file}`  | the in-browser trainer (WebAssembly), from the built site |
+//! | GET    | `/pkg/threads/{path}` | the same trainer built for threads, and its worker script |
 //! | GET    | `/book/{path}` | the book, from the built site's `book/` (`book/build.sh`) |
 //! | GET    | `/data/{file}` | MNIST's files from the data folder, for in-browser runs   |
 //! | GET    | `/data/fashion/{file}` | Fashion-MNIST's, from its folder (`$FASHION_MNIST_DIR`) |
 //!
 //! Before any handler, `guard.rs` checks `Host` (421) and, on POSTs, `Origin` (403), bounds
 //! the request's time (408), caps event streams and predictions in flight (503), and adds the
-//! security headers to every answer.
+//! security headers to every answer (the cross-origin isolation headers among them, which the
+//! threaded CPU trainer needs).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -69,6 +72,9 @@ pub(crate) fn api(state: AppState, limits: Limits) -> Router {
         .route("/", get(assets::index))
         .route("/app.js", get(assets::app_js))
         .route("/style.css", get(assets::style_css))
+        .route("/cpu_worker.js", get(assets::cpu_worker_js))
+        .route("/measure.html", get(assets::measure_html))
+        .route("/measure.js", get(assets::measure_js))
         .route("/api/status", get(status))
         .route("/api/events", get(events).layer(middleware::from_fn_with_state(streams, limit)))
         .route("/api/samples", get(samples))

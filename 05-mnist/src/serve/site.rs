@@ -4,14 +4,17 @@
 //! - `GET /pkg/{file}`: the trainer compiled to WebAssembly (`mnist_web.js`,
 //!   `mnist_web_bg.wasm`), from the site folder that `05-mnist/web/build.sh` writes
 //!   (`--site DIR`, by default `target/site` of the workspace);
+//! - `GET /pkg/threads/{path}`: the same trainer built for threads (its module, its memory
+//!   shared with Web Workers, and wasm-bindgen-rayon's worker script under `snippets/`), which
+//!   `cpu_worker.js` loads on a cross-origin isolated page;
 //! - `GET /book/{path}`: the book, from `book/` of the site folder that `book/build.sh` writes
 //!   (the trainer at the site's root, the book beside it), so that one server shows both;
 //! - `GET /data/{file}`: MNIST's four files from the server's MNIST folder, gzipped or not, for
 //!   the page to train on in the browser; `GET /data/fashion/{file}`: Fashion-MNIST's, from its
 //!   folder (the page's "Data set" choice picks which).
 //!
-//! Only those names are served (no listing), read-only; a book path is a file inside the book's
-//! folder or a 404 (no `..`, no hidden names, no link that leads outside).
+//! Only those names are served (no listing), read-only; a book or `pkg/threads/` path is a file
+//! inside its folder or a 404 (no `..`, no hidden names, no link that leads outside).
 
 use std::path::{Path, PathBuf};
 
@@ -79,10 +82,12 @@ pub fn trainer_header(files: &SiteFiles) -> impl Fn(Response) -> std::future::Re
     }
 }
 
-/// `GET /pkg/{file}`, `GET /book/{path}`, `GET /data/{file}` and `GET /data/fashion/{file}`.
+/// `GET /pkg/{file}`, `GET /pkg/threads/{path}`, `GET /book/{path}`, `GET /data/{file}` and
+/// `GET /data/fashion/{file}`.
 pub fn routes(files: SiteFiles) -> Router {
     Router::new()
         .route("/pkg/{file}", get(pkg))
+        .route("/pkg/threads/{*path}", get(pkg_threads))
         .route("/book", get(|| async { axum::response::Redirect::permanent("/book/") }))
         .route("/book/", get(|State(files): State<SiteFiles>| async move { book_file(&files, "index.html").await }))
         .route("/book/{*path}", get(book))
@@ -102,26 +107,51 @@ async fn pkg(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> 
     send(site.join("pkg").join(name), content_type).await
 }
 
+/// The threaded trainer's files: its JavaScript and WebAssembly only.
+async fn pkg_threads(State(files): State<SiteFiles>, UrlPath(path): UrlPath<String>) -> Response {
+    let Some(site) = &files.site else {
+        return ApiError::new(StatusCode::NOT_FOUND, "the in-browser trainer is not built: run `bash 05-mnist/web/build.sh`")
+            .into_response();
+    };
+    if !(path.ends_with(".js") || path.ends_with(".wasm")) {
+        return ApiError::new(StatusCode::NOT_FOUND, "no such file in pkg/threads/").into_response();
+    }
+    match file_under(&site.join("pkg").join("threads"), &path) {
+        Some(file) => send_typed(file).await,
+        None => ApiError::new(StatusCode::NOT_FOUND, "no such file in pkg/threads/ (built without THREADS=0?)").into_response(),
+    }
+}
+
 async fn book(State(files): State<SiteFiles>, UrlPath(path): UrlPath<String>) -> Response {
     book_file(&files, &path).await
 }
 
-/// A file of the built book, by its path inside `book/`: plain names only (no `.`, `..` or
-/// hidden parts, no backslashes), and after links are resolved still inside the book's folder.
+/// A file of the built book, by its path inside `book/` (see [`file_under`]).
 async fn book_file(files: &SiteFiles, path: &str) -> Response {
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "no such page in the book").into_response();
     let Some(site) = &files.site else {
         return ApiError::new(StatusCode::NOT_FOUND, "the site is not built: run `bash book/build.sh`").into_response();
     };
+    let Some(file) = file_under(&site.join("book"), path) else {
+        return ApiError::new(StatusCode::NOT_FOUND, "no such page in the book").into_response();
+    };
+    let mut res = send_typed(file).await;
+    res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static(super::guard::BOOK_CSP));
+    res
+}
+
+/// The file at `path` inside folder `root`: plain names only (no `.`, `..` or hidden parts, no
+/// backslashes), and after links are resolved still inside `root`. None for anything else.
+fn file_under(root: &Path, path: &str) -> Option<PathBuf> {
     let plain = |part: &str| !part.is_empty() && !part.starts_with('.') && !part.contains(['\\', '\0', ':']);
     if !path.split('/').all(plain) {
-        return not_found();
+        return None;
     }
-    let root = site.join("book");
-    let (Ok(root), Ok(file)) = (root.canonicalize(), root.join(path).canonicalize()) else { return not_found() };
-    if !file.starts_with(&root) || !file.is_file() {
-        return not_found();
-    }
+    let (root, file) = (root.canonicalize().ok()?, root.join(path).canonicalize().ok()?);
+    (file.starts_with(&root) && file.is_file()).then_some(file)
+}
+
+/// A file of the site, with the content type its extension names.
+async fn send_typed(file: PathBuf) -> Response {
     let content_type = match file.extension().and_then(|e| e.to_str()).unwrap_or("") {
         "html" => "text/html; charset=utf-8",
         "css" => "text/css; charset=utf-8",
@@ -132,11 +162,10 @@ async fn book_file(files: &SiteFiles, path: &str) -> Response {
         "woff" => "font/woff",
         "woff2" => "font/woff2",
         "ttf" => "font/ttf",
+        "wasm" => "application/wasm",
         _ => "text/plain; charset=utf-8",
     };
-    let mut res = send(file, content_type).await;
-    res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static(super::guard::BOOK_CSP));
-    res
+    send(file, content_type).await
 }
 
 async fn mnist_data(State(files): State<SiteFiles>, UrlPath(file): UrlPath<String>) -> Response {
@@ -280,6 +309,30 @@ mod tests {
             std::os::unix::fs::symlink(tmp.path().join("site/secret.txt"), book.join("link.txt")).unwrap();
             assert_eq!(get(&app, "/book/link.txt").await.0, StatusCode::NOT_FOUND, "a link out of the book");
         }
+    }
+
+    #[tokio::test]
+    async fn the_threaded_trainer_is_served_from_its_folder_and_nothing_beside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let threads = tmp.path().join("site/pkg/threads");
+        let snippet = threads.join("snippets/wasm-bindgen-rayon-38edf6e439f6d70d/src");
+        std::fs::create_dir_all(&snippet).unwrap();
+        std::fs::write(threads.join("mnist_web.js"), b"export {}").unwrap();
+        std::fs::write(threads.join("mnist_web_bg.wasm"), b"\0asm").unwrap();
+        std::fs::write(snippet.join("workerHelpers.no-bundler.js"), b"// helper").unwrap();
+        std::fs::write(threads.join("notes.txt"), b"no").unwrap();
+        std::fs::write(tmp.path().join("site/secret.js"), b"no").unwrap();
+        let app = routes(SiteFiles { site: Some(tmp.path().join("site")), data_dir: PathBuf::new(), fashion_dir: PathBuf::new() });
+        assert_eq!(get(&app, "/pkg/threads/mnist_web.js").await, (StatusCode::OK, b"export {}".to_vec()));
+        let res = app.clone().oneshot(Request::get("/pkg/threads/mnist_web_bg.wasm").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(res.headers()[header::CONTENT_TYPE], "application/wasm", "WebAssembly streams only with its own type");
+        let helper = "/pkg/threads/snippets/wasm-bindgen-rayon-38edf6e439f6d70d/src/workerHelpers.no-bundler.js";
+        assert_eq!(get(&app, helper).await, (StatusCode::OK, b"// helper".to_vec()));
+        for path in ["/pkg/threads/notes.txt", "/pkg/threads/../../secret.js", "/pkg/threads/..%2F..%2Fsecret.js", "/pkg/threads/nope.js"] {
+            assert_eq!(get(&app, path).await.0, StatusCode::NOT_FOUND, "{path}");
+        }
+        let unbuilt = routes(SiteFiles { site: None, data_dir: PathBuf::new(), fashion_dir: PathBuf::new() });
+        assert_eq!(get(&unbuilt, "/pkg/threads/mnist_web.js").await.0, StatusCode::NOT_FOUND, "no site built");
     }
 
     #[tokio::test]

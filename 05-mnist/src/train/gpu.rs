@@ -36,7 +36,8 @@ use crate::model_io::Model;
 // ANCHOR: first_piece
 /// Steps in an epoch's first submission. The GPU waits for the first submission's recording
 /// (about 3 us of CPU per dispatch on the H200 host): 8 steps start it within ~50 us, where a
-/// first piece of 100 steps kept it idle for ~0.6 ms.
+/// first piece of 100 steps kept it idle for ~0.6 ms. (A software adapter starts at one step
+/// and grows only once a piece has been timed: see [`PIECE_TIME`].)
 const FIRST_PIECE: usize = 8;
 // ANCHOR_END: first_piece
 
@@ -162,7 +163,10 @@ impl<'a> GpuRun<'a> {
         let mut done = 0;
         // The piece before the one just submitted, and its size: waited for before going on.
         let mut previous: Option<(QueueMark, usize)> = None;
-        let mut piece = FIRST_PIECE;
+        // A software adapter may take a second or more per step: its pieces start at one step
+        // and grow only after one has been timed, so its progress line moves from the start.
+        let software = self.ctx.is_software();
+        let mut piece = if software { 1 } else { FIRST_PIECE };
         let mut turn = Instant::now();
         while done < full {
             let k = per_submit.min(piece).min(full - done);
@@ -175,6 +179,7 @@ impl<'a> GpuRun<'a> {
                     let took = std::mem::replace(&mut turn, Instant::now()).elapsed();
                     next_piece(steps, took)
                 }
+                None if software => piece,
                 None => piece.saturating_mul(2),
             };
             done += k;

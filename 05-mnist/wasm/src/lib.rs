@@ -349,6 +349,13 @@ impl Session {
         gpu_layers::cpu::fast::instruction_set().to_string()
     }
 
+    /// Checks this build's CPU kernels (the WebAssembly SIMD tile, which runs only in a
+    /// browser) against the CPU references on random inputs at awkward shapes: what passed, or
+    /// the first disagreement. The in-browser test calls it.
+    pub fn cpu_self_check(&self) -> Result<String, JsError> {
+        gpu_layers::cpu::fast_checks::all().map_err(js_err)
+    }
+
     /// Loads a safetensors model (as written by `mnist train --save` or by this page), checked
     /// like `mnist eval` checks it. Returns it as [`Session::model_info`] does.
     pub fn load_model(&self, bytes: &[u8], file_name: &str) -> Result<String, JsError> {
