@@ -72,14 +72,14 @@ fn a_file_name_the_file_system_refuses_is_found_before_training() {
     refused(&out, "does not take that file name");
 }
 
-/// A model whose first layer is +-3e38: every hidden sum is inf - inf = NaN, which ReLU turns
-/// into 0, so the outputs are the last bias (finite) and every image reads as class 0.
+/// A model whose first layer's weights are all 3e38: each hidden sum overflows (the dark
+/// background's pixels, negative once normalized, drive it to -inf), ReLU turns it into 0, so
+/// the outputs are the last bias, finite, and every image reads as class 0 (an accuracy of
+/// 9.80% on MNIST's test set, printed with exit status 0, before the bound).
 fn model_that_overflows_into_zeros(dir: &Path) -> String {
     let spec = NetworkSpec::new(PIXELS, &[16], CLASSES).unwrap();
     let mut params = spec.init_parameters(3);
-    for (i, v) in params[0].data.iter_mut().enumerate() {
-        *v = if i % 2 == 0 { 3e38 } else { -3e38 };
-    }
+    params[0].data.iter_mut().for_each(|v| *v = 3e38);
     params[3].data[0] = 1.0;
     let path = dir.join("overflow.safetensors");
     save_model(&path, &Model::new(spec, params).unwrap()).unwrap();
