@@ -311,9 +311,9 @@ fn fused_backward_ops_match_finite_differences() {
         tape.f32_mut(params2).copy_from_slice(&to32(&p2));
         tape.u32_mut(label_id).copy_from_slice(&labels);
         let ops = [
-            layer1.forward_fused(h1, h2, Some(act)),
-            Op::OutputLayer { h: h2, params: params2, labels: label_id, out, dh: Some((d2, act)), counters, mode: Mode::Train },
-            layer1.backward_input_fused(d2, h1, act, d1),
+            layer1.forward_fused(h1, h2, Some(act), None),
+            Op::OutputLayer { h: h2, params: params2, labels: label_id, out, dh: Some((d2, act)), drop: None, loss: Loss::CrossEntropy, counters, mode: Mode::Train },
+            layer1.backward_input_fused(d2, h1, act, None, d1),
         ];
         tape.run(&ops).unwrap();
         // F(z) = CE(act(act(z) W1 + b1) W2 + b2); its gradient with respect to z is d1.
