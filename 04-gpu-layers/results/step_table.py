@@ -2,7 +2,8 @@
 """Makes h200-step.csv, the chapter's table, from the raw outputs of `gpu-layers --bench-only`.
 
 Every row of the table is one `tape` row of one `== speed:` block of a file listed in RUNS,
-with the file's run (the commit it was built from) and its matmul precision. `us/step` is the
+with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
+39fe4a4) and its matmul precision. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
 steps into its pass (938 at batch 64, 235 at batch 256). Remake the table:
 
@@ -16,22 +17,22 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# (file relative to this folder, run, precision, optimizers kept, tape rows left out). The later
+# (file relative to this folder, build, precision, optimizers kept, tape rows left out). The later
 # runs keep their Adam rows (the dropout networks are timed with Adam) and leave out the
 # bounds-checked ones, which the first run already shows.
 ALL = {"SGD", "Adam"}
 RUNS = [
-    ("../../05-mnist/results/h200-44fbb70/bench_128_b64.txt", "44fbb70", "f32", ALL, set()),
-    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f32.txt", "44fbb70", "f32", ALL, set()),
+    ("../../05-mnist/results/h200-44fbb70/bench_128_b64.txt", "composed dropout", "f32", ALL, set()),
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f32.txt", "composed dropout", "f32", ALL, set()),
     # Its bounds-checked rows run the f32 kernels (the checked kernels have no tensor cores).
-    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f16.txt", "44fbb70", "f16 inputs", ALL, {"fused+chk"}),
-    ("h200-39fe4a4/bench_b64.txt", "39fe4a4", "f32", {"Adam"}, {"fused+chk"}),
-    ("h200-39fe4a4/bench_1024_b256_f32.txt", "39fe4a4", "f32", {"Adam"}, {"fused+chk"}),
-    ("h200-39fe4a4/bench_1024_b256_f16.txt", "39fe4a4", "f16 inputs", {"Adam"}, {"fused+chk"}),
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f16.txt", "composed dropout", "f16 inputs", ALL, {"fused+chk"}),
+    ("h200-fused-dropout/bench_b64.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
+    ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
+    ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}),
 ]
 
 PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
-HEADER = ["network", "batch", "optimizer", "precision", "path", "dispatches per step", "µs per step", "ms per epoch", "run", "adapter"]
+HEADER = ["network", "batch", "optimizer", "precision", "path", "dispatches per step", "µs per step", "ms per epoch", "build", "adapter"]
 
 
 def rows(path, run, precision, optimizers, skip):
