@@ -101,12 +101,15 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
         // Softmax cross-entropy: the sum of exponentials. Mean squared error: the row's loss.
         let mse = p.loss == LOSS_MSE;
         let mse_scale = 2.0 * batch.inv_rows / f32(classes);
+        // (Each loop is written for one loss, so no branch sits inside it.)
         var total = 0.0;
-        for (var c = 0u; c < classes; c++) {
-            if mse {
+        if mse {
+            for (var c = 0u; c < classes; c++) {
                 let diff = z_sh[zr + c] - select(0.0, 1.0, c == label);
                 total += diff * diff;
-            } else {
+            }
+        } else {
+            for (var c = 0u; c < classes; c++) {
                 total += exp(z_sh[zr + c] - m);
             }
         }
@@ -121,19 +124,33 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
         // Backpropagate into the layer below, straight from workgroup memory (through h's
         // dropout mask, drawn again, when it has one).
         if backprop {
-            let mask_step = dropout_step();
-            for (var k = t; k < k_len; k += per_row) {
-                var g = 0.0;
-                for (var c = 0u; c < classes; c++) {
-                    let dz = dl_dz(zr, c, m, total, label, label_ok, mse, mse_scale);
-                    g += dz * weight(w_staged, k * classes + c);
-                }
-                let i = row * k_len + k;
-                dh[i] = dropout_grad(g, hidden(h_staged, lr, row, k), p.hidden_act, p.drop, mask_step, i);
+            // A literal `mse`, so that each inlined copy of the loop has no branch on the loss.
+            if mse {
+                backprop_row(lr, row, t, per_row, zr, m, total, label, label_ok, true, mse_scale, w_staged, h_staged);
+            } else {
+                backprop_row(lr, row, t, per_row, zr, m, total, label, label_ok, false, mse_scale, w_staged, h_staged);
             }
         }
     }
     // ANCHOR_END: softmax
+}
+
+// dh of this invocation's values of k of the row: (dL/dz W^T) * act'(h), through h's dropout
+// mask (drawn again) when it has one.
+fn backprop_row(lr: u32, row: u32, t: u32, per_row: u32, zr: u32, m: f32, total: f32, label: u32, label_ok: bool,
+                mse: bool, mse_scale: f32, w_staged: bool, h_staged: bool) {
+    let k_len = p.inputs;
+    let classes = p.classes;
+    let mask_step = dropout_step();
+    for (var k = t; k < k_len; k += per_row) {
+        var g = 0.0;
+        for (var c = 0u; c < classes; c++) {
+            let dz = dl_dz(zr, c, m, total, label, label_ok, mse, mse_scale);
+            g += dz * weight(w_staged, k * classes + c);
+        }
+        let i = row * k_len + k;
+        dh[i] = dropout_grad(g, hidden(h_staged, lr, row, k), p.hidden_act, p.drop, mask_step, i);
+    }
 }
 
 // What the output layer writes for class c of the row whose logits start at z_sh[zr]: with
