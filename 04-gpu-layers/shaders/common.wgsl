@@ -27,6 +27,8 @@ struct LinearParams {
     // linear_forward_tiled only: > 1 when its k loop is split over that many workgroups
     // (wid.z), each writing its raw partial sums (no bias, no activation) for output_wide.wgsl.
     k_split: u32,
+    // The dropout of this layer's output (forward kernels) or of h (the backward one).
+    drop: DropoutMask,
 }
 
 // Activations are ACT_NONE (the output layer), ACT_RELU, ACT_TANH, ACT_SIGMOID or ACT_GELU
@@ -103,6 +105,52 @@ fn activate_grad_from_input(z: f32, act: u32) -> f32 {
     return 1.0;
 }
 
+// Dropout fused into the kernel that writes a hidden layer's output (DropoutMask in src/wgsl.rs):
+// inverted dropout drawn from the same counter-based hash as dropout_forward.wgsl, so the fused
+// and the composed tapes drop the same units. `threshold` = floor(p * 2^32) (0: no dropout, then
+// `scale` and `keep` are 1 and every helper below returns its input unchanged), `scale` =
+// 1 / (1 - p), `keep` = 1 - p. The mask is never stored: the forward draws it, and the backward
+// draws it again from the same (seed, step, element index), the step being
+// counters[COUNTER_MASK_STEP], which only the weight updates write (the step count at the end of
+// a step), so no kernel reads it while another changes it.
+struct DropoutMask {
+    seed: u32,
+    threshold: u32,
+    scale: f32,
+    keep: f32,
+}
+
+// The PCG hash (Jarzynski and Olano, "Hash Functions for GPU Rendering", JCGT 2020): a
+// permutation of u32 with good avalanche. u32 arithmetic wraps in WGSL, as wrapping_* in Rust.
+fn pcg_hash(v: u32) -> u32 {
+    let state = v * 747796405u + 2891336453u;
+    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+
+fn dropout_hash(seed: u32, step: u32, index: u32) -> u32 {
+    return pcg_hash(index + pcg_hash(step + pcg_hash(seed)));
+}
+
+// ANCHOR: dropout
+// The mask of element `index` (row * cols + col of the layer's output): 0 or d.scale, 1 without
+// dropout.
+fn mask_value(d: DropoutMask, step: u32, index: u32) -> f32 {
+    if d.threshold == 0u {
+        return 1.0;
+    }
+    return select(0.0, d.scale, dropout_hash(d.seed, step, index) >= d.threshold);
+}
+
+// dL/d(pre-activation) of a unit whose dropped-out output `stored` the forward wrote, given
+// g = dL/d(that output): g * act'(y) * mask, with y = stored * keep the activation's output
+// before the mask (exact for ReLU, within a rounding of y otherwise; a dropped unit's y is 0 and
+// its mask 0).
+fn dropout_grad(g: f32, stored: f32, act: u32, d: DropoutMask, step: u32, index: u32) -> f32 {
+    return g * activate_grad(stored * d.keep, act) * mask_value(d, step, index);
+}
+// ANCHOR_END: dropout
+
 // Optimizer hyperparameters (wgsl::Opt on the Rust side), `kind` OPT_SGD or OPT_ADAM. `count` is the number of parameters
 // the dispatch updates: the state buffer holds `count` velocities (SGD) or `count` first moments
 // followed by `count` second moments (Adam). `inputs`/`outputs` give the layer's shape for the
@@ -144,7 +192,8 @@ fn adam_step(o: Opt, t: u32, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
 }
 
 // The counters buffer (see metrics in softmax_row.wgsl), indexed by the COUNTER_* constants:
-//   [loss low word, loss high word, rows, correct, bad labels, non-finite losses, step, 0].
+//   [loss low word, loss high word, rows, correct, bad labels, non-finite losses, step,
+//    the step the fused dropout masks are drawn for].
 // The loss sum is a 64-bit fixed-point number in units of 2^-20, added with integer atomics.
 
 // Where batch s of an epoch starts in a gathering source's `order`, its rows, and the

@@ -26,17 +26,7 @@ struct DropoutParams {
 @group(0) @binding(4) var<uniform> batch: Batch;
 @group(0) @binding(5) var<uniform> p: DropoutParams;
 
-// The PCG hash (Jarzynski and Olano, "Hash Functions for GPU Rendering", JCGT 2020): a
-// permutation of u32 with good avalanche. u32 arithmetic wraps in WGSL, as wrapping_* in Rust.
-fn pcg_hash(v: u32) -> u32 {
-    let state = v * 747796405u + 2891336453u;
-    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-    return (word >> 22u) ^ word;
-}
-
-fn dropout_hash(seed: u32, step: u32, index: u32) -> u32 {
-    return pcg_hash(index + pcg_hash(step + pcg_hash(seed)));
-}
+// pcg_hash and dropout_hash are in common.wgsl (the fused kernels draw the same masks).
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -33,7 +33,11 @@ struct ForwardOutputParams {
     act: u32,
     // The split step only: rows per k-tile in the partial sums (the tape's largest batch).
     partial_rows: u32,
-    _pad: u32,
+    // The output layer's loss: LOSS_CE or LOSS_MSE.
+    loss: u32,
+    // The hidden layer's dropout (none in evaluation and prediction): drawn on h as it is
+    // written, drawn again for dh (output_rows.wgsl).
+    drop: DropoutMask,
 }
 
 // Bindings 0 and 5-10 belong to the input form (forward_input*.wgsl).
@@ -100,8 +104,9 @@ fn main(
         slices = hidden_slices(row0, li, lid, k_len, n);
         workgroupBarrier();
     }
-    // The slices meet; bias and activation on the way into h_sh (and y, which the weight update
-    // reads).
+    // The slices meet; bias, activation and the dropout mask on the way into h_sh (and y, which
+    // the weight update reads).
+    let mask_step = dropout_step();
     for (var m = 0u; m < FINISH_PER; m++) {
         let o = li + m * TN * KS;
         let r = o / cw;
@@ -111,7 +116,7 @@ fn main(
             for (var s = 0u; s < slices; s++) {
                 z += scratch[(s * TR + r) * cw + c];
             }
-            let v = activate(z + bias[m], p.act);
+            let v = activate(z + bias[m], p.act) * mask_value(p.drop, mask_step, (row0 + r) * n + c);
             h_sh[r * n + c] = v;
             if r < rows_here {
                 y[(row0 + r) * n + c] = v;

@@ -3,6 +3,7 @@
 // dy: [batch, out] (dL/d pre-activation of this layer), params: [(in + 1), out] (only W is
 // read), h: [batch, in] (the forward output of the layer below, whose activation is `act`)
 // -> dx: [batch, in] (dL/d pre-activation of the layer below). Used between two hidden layers.
+// When h had a dropout, its mask is drawn again here (common.wgsl, dropout_grad).
 //
 // dx[r][k] = sum over j of dy[r][j] * W[k][j]: for a fixed k the sum runs along ROW k of W. Its
 // first version gave each invocation one element of dx and that loop: neighbouring invocations
@@ -25,6 +26,8 @@
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(4) var<uniform> batch: Batch;
 @group(0) @binding(5) var<uniform> p: LinearParams;
+// Read only when h has a dropout (p.drop): the step its mask was drawn for.
+@group(0) @binding(6) var<storage, read> counters: array<u32>;
 
 const THREADS: u32 = BI_K * BI_R;
 const W_LOADS: u32 = (BI_K * BI_J + THREADS - 1u) / THREADS; // W values each invocation copies per chunk
@@ -106,6 +109,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let k = k0 + kk;
     if row < batch.rows && k < p.inputs {
         let i = row * p.inputs + k;
-        dx[i] = g * activate_grad(h[i], p.act);
+        var mask_step = 0u;
+        if p.drop.threshold != 0u {
+            mask_step = counters[COUNTER_MASK_STEP];
+        }
+        dx[i] = dropout_grad(g, h[i], p.act, p.drop, mask_step, i);
     }
 }

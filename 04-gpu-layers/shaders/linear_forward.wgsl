@@ -28,6 +28,8 @@
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> batch: Batch;
 @group(0) @binding(4) var<uniform> p: LinearParams;
+// Read only with dropout (p.drop): the step its mask is drawn for.
+@group(0) @binding(14) var<storage, read> counters: array<u32>;
 
 var<workgroup> partial: array<f32, KS * TR * TN>; // [KS][TR][TN]
 
@@ -86,7 +88,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     workgroupBarrier();
 
-    // TR x TN outputs; the invocations each add up the KS slices of one (or more) of them.
+    // TR x TN outputs; the invocations each add up the KS slices of one (or more) of them,
+    // then bias, activation and (with p.drop) the dropout mask.
+    var mask_step = 0u;
+    if p.drop.threshold != 0u {
+        mask_step = counters[COUNTER_MASK_STEP];
+    }
     for (var o = lid.y * TN + lid.x; o < TR * TN; o += TN * KS) {
         let r = o / TN;
         let c = o % TN;
@@ -97,7 +104,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let row = row0 + r;
         let out_col = wid.x * TN + c;
         if row < batch.rows && out_col < n {
-            y[row * n + out_col] = activate(z + params[k_len * n + out_col], p.act);
+            let i = row * n + out_col;
+            y[i] = activate(z + params[k_len * n + out_col], p.act) * mask_value(p.drop, mask_step, i);
         }
     }
 }

@@ -37,6 +37,8 @@
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // [k_split][batch][out] when split
 @group(0) @binding(3) var<uniform> batch: Batch;
 @group(0) @binding(4) var<uniform> p: LinearParams;
+// Read only with dropout (p.drop, unsplit): the step its mask is drawn for.
+@group(0) @binding(14) var<storage, read> counters: array<u32>;
 
 const MQ: u32 = FT_M / 4u;                 // 4-row blocks of the workgroup's rows
 const NQ: u32 = FT_N / 4u;                 // 4-column blocks
@@ -152,6 +154,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if slice == 0u {
+        var mask_step = 0u;
+        if p.drop.threshold != 0u && splits <= 1u {
+            mask_step = counters[COUNTER_MASK_STEP];
+        }
         for (var s = 1u; s < FT_S; s++) {
             for (var i = 0u; i < 4u; i++) {
                 acc[i] += sh[(((s - 1u) * MQ + bi) * NQ + bj) * 4u + i];
@@ -165,7 +171,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     if splits > 1u {
                         y[(wid.z * batch.rows + row) * n + col] = acc[i][c];
                     } else {
-                        y[row * n + col] = activate(acc[i][c] + params[k_len * n + col], p.act);
+                        let e = row * n + col;
+                        y[e] = activate(acc[i][c] + params[k_len * n + col], p.act) * mask_value(p.drop, mask_step, e);
                     }
                 }
             }

@@ -127,6 +127,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         return; // the whole workgroup
     }
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
+    // ANCHOR: mask_step
+    // The step the next step's fused dropout masks are drawn for: this one's count, written once
+    // (no kernel of this dispatch reads it; the step's forward and backward are done).
+    if wid.x == 0u && li == 0u {
+        counters[COUNTER_MASK_STEP] = adam_t;
+    }
+    // ANCHOR_END: mask_step
     next_prefetch(is_b, shape, k0, li); // the split step: the next batch's first rows
 
     // The parameters this invocation moves at the end (element e = li + m * THREADS of the

@@ -114,6 +114,11 @@ fn main(
     let k0 = (tile / shape.tiles_n) * UC_T;
     let j0 = (tile % shape.tiles_n) * UC_T;
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
+    // The step the next step's fused dropout masks are drawn for: this one's count, written once
+    // (no kernel of this dispatch reads it; the step's forward and backward are done).
+    if wid.x == 0u && tid == 0u {
+        counters[COUNTER_MASK_STEP] = adam_t;
+    }
     let rounds = (batch.rows + UC_R - 1u) / UC_R;
 
 

@@ -34,7 +34,8 @@ struct Update {
 // Bindings 5-9, layer b's x_b, dy_b, params_b, grads_b and state_b, are in
 // linear_update_b.wgsl, or, on devices that allow fewer than 11 storage buffers per shader stage
 // (WebGPU's default is 8), stand-ins in linear_update_b_unbound.wgsl: one layer per dispatch.
-@group(0) @binding(10) var<storage, read> counters: array<u32>;
+// Read for Adam's step; the updates also copy it to COUNTER_MASK_STEP (common.wgsl, DropoutMask).
+@group(0) @binding(10) var<storage, read_write> counters: array<u32>;
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 

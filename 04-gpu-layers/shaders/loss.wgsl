@@ -54,3 +54,13 @@ fn output_value(prob: f32, c: u32, label: u32, label_ok: bool, mode: u32, inv_ro
     }
     return prob;
 }
+
+// What an output layer with mean squared error writes for class c of a row whose output is v:
+// v itself (MODE_EVAL, MODE_PREDICT), or in training dL/dv = (v - [c == label]) * scale, scale =
+// 2 / (batch x classes), 0 for a row with a bad label (mse.wgsl's numbers).
+fn mse_value(v: f32, c: u32, label: u32, label_ok: bool, mode: u32, scale: f32) -> f32 {
+    if mode == MODE_TRAIN {
+        return select(0.0, (v - select(0.0, 1.0, c == label)) * scale, label_ok);
+    }
+    return v;
+}

@@ -2,6 +2,7 @@
 // workgroup:
 //   1. logits z = h W + b                        h: [batch, in], params: [(in + 1), classes]
 //   2. softmax + cross-entropy + dL/dz            loss/correct/rows added to the counters
+//      (or mean squared error, p.loss)
 //   3. dh = (dL/dz W^T) * act'(h)                 the gradient for the hidden layer below
 // Done as separate kernels this is matmul, bias add, softmax-CE, matmul A*B^T and the activation
 // backward: five dispatches, each a barrier on the GPU, and z and dL/dz written to memory and

@@ -15,6 +15,13 @@ struct OutputLayerParams {
     sums: u32,
     below_inputs: u32,
     below_act: u32,
+    // h's dropout (training only): for dh, and in output_wide's sums for h itself.
+    drop: DropoutMask,
+    // LOSS_CE (softmax cross-entropy) or LOSS_MSE (mean squared error against one-hot labels).
+    loss: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(1) var<storage, read> out_params: array<f32>;

@@ -1,4 +1,5 @@
-// output_wide.wgsl: output_layer.wgsl's work (logits z = h W + b, softmax + cross-entropy into
+// output_wide.wgsl: output_layer.wgsl's work (logits z = h W + b, softmax + cross-entropy (or
+// mean squared error) into
 // the counters, dL/dz into `out`, dh = (dL/dz W^T) * act'(h)) for a WIDE h and few classes
 // (784-1024-10: h has 1,024 columns, 10 classes), one row per workgroup.
 //
@@ -49,6 +50,7 @@ var<private> wv: array<f32, OW_KPI * OW_C>;
 // is computed from the partial sums (and written: `write`, once per k).
 fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
     let k_len = p.inputs;
+    let mask_step = dropout_step();
     let classes = p.classes;
     for (var i = 0u; i < OW_KPI; i++) {
         let k = base + i * OW_WG + lid;
@@ -60,7 +62,7 @@ fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
             for (var s = 0u; s < OW_SPLITS; s++) {
                 z += partials[(s * batch.rows + row) * k_len + kk];
             }
-            v = activate(z, p.below_act);
+            v = activate(z, p.below_act) * mask_value(p.drop, mask_step, row * k_len + kk);
             if write && k < k_len {
                 h[row * k_len + k] = v;
             }
@@ -73,6 +75,22 @@ fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
             wv[i * OW_C + c] = out_params[kk * classes + min(c, classes - 1u)];
         }
     }
+}
+
+// What the layer writes for class c (output_rows.wgsl's dl_dz, for the one row in z_sh).
+fn dl_dz(c: u32, m: f32, total: f32, label: u32, label_ok: bool, mse: bool, mse_scale: f32) -> f32 {
+    if mse {
+        return mse_value(z_sh[c], c, label, label_ok, p.mode, mse_scale);
+    }
+    return output_value(exp(z_sh[c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
+}
+
+// The step h's dropout masks are drawn for (0 when h has none; only the weight updates write it).
+fn dropout_step() -> u32 {
+    if p.drop.threshold == 0u {
+        return 0u;
+    }
+    return atomicLoad(&counters[COUNTER_MASK_STEP]);
 }
 
 @compute @workgroup_size(OW_WG)
@@ -140,16 +158,25 @@ fn main(
             arg = c;
         }
     }
+    // Softmax cross-entropy: the sum of exponentials. Mean squared error: the row's loss.
+    let mse = p.loss == LOSS_MSE;
+    let mse_scale = 2.0 * batch.inv_rows / f32(classes);
     var total = 0.0;
     for (var c = 0u; c < classes; c++) {
-        total += exp(z_sh[c] - m);
+        if mse {
+            let diff = z_sh[c] - select(0.0, 1.0, c == label);
+            total += diff * diff;
+        } else {
+            total += exp(z_sh[c] - m);
+        }
     }
     let label_ok = label < classes;
     if lid == OW_WG - 1u && p.mode != MODE_PREDICT {
-        count_row(label_ok, log(total) + m - z_sh[min(label, classes - 1u)], arg == label, p.mode, row == 0u);
+        let ce = log(total) + m - z_sh[min(label, classes - 1u)];
+        count_row(label_ok, select(ce, total / f32(classes), mse), arg == label, p.mode, row == 0u);
     }
     if lid < classes {
-        out[row * classes + lid] = output_value(exp(z_sh[lid] - m) / total, lid, label, label_ok, p.mode, batch.inv_rows);
+        out[row * classes + lid] = dl_dz(lid, m, total, label, label_ok, mse, mse_scale);
     }
     if p.mode != MODE_TRAIN || p.hidden_act == ACT_NONE {
         return;
@@ -160,10 +187,11 @@ fn main(
     var dz: array<f32, OW_C>;
     for (var c = 0u; c < OW_C; c++) {
         if c < classes {
-            dz[c] = output_value(exp(z_sh[c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
+            dz[c] = dl_dz(c, m, total, label, label_ok, mse, mse_scale);
         }
     }
     let one_chunk = k_len <= chunk; // then hv and wv still hold it
+    let mask_step = dropout_step();
     for (var base = 0u; base < k_len; base += chunk) {
         if !one_chunk {
             load_chunk(row, base, lid, false);
@@ -175,7 +203,8 @@ fn main(
                 g += dz[c] * wv[i * OW_C + c];
             }
             if k < k_len {
-                dh[row * k_len + k] = g * activate_grad(hv[i], p.hidden_act);
+                let e = row * k_len + k;
+                dh[e] = dropout_grad(g, hv[i], p.hidden_act, p.drop, mask_step, e);
             }
         }
     }

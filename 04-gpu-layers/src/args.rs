@@ -42,6 +42,10 @@ pub(crate) struct Args {
     /// Batch size for --bench.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(crate) batch: u32,
+    /// With --bench: after the network of --hidden, also 784-512-relu-256-relu-10 (two hidden
+    /// layers), with and without dropout, at the same batch.
+    #[arg(long)]
+    pub(crate) deeper: bool,
     /// Hidden widths for --bench, comma-separated (`512,256`: two hidden layers); --sweep takes one.
     #[arg(long, default_value = "128", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(crate) hidden: Vec<u32>,

@@ -1,6 +1,7 @@
 //! `gpu-layers --bench`: a training step of the MNIST shape timed with the fused and the composed
-//! tapes (dispatches per step, GPU time, wall clock), then with a dropout layer, then the split
-//! step gathering its batches from bytes; and the timing helpers `--sweep` shares.
+//! tapes (dispatches per step, GPU time per step and per 938-step epoch, wall clock), then with a
+//! dropout after every hidden layer, each also as the split step gathering its batches from
+//! bytes where it applies; and the timing helpers `--sweep` shares.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,19 @@ use crate::args::{AnyError, Args};
 /// with the tiles a trainer of this network and batch takes (`FusedTiles::for_network`).
 pub(crate) fn bench(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let hidden: Vec<usize> = args.hidden.iter().map(|&h| h as usize).collect();
-    let spec = NetworkSpec::new(784, &hidden, 10)?;
+    bench_network(ctx, args, &hidden)?;
+    if args.deeper {
+        bench_network(ctx, args, &DEEPER)?;
+    }
+    Ok(())
+}
+
+/// The hidden layers `--deeper` also times: 784-512-relu-256-relu-10, with and without dropout.
+const DEEPER: [usize; 2] = [512, 256];
+
+/// `bench` for 784-`hidden`-10 (ReLU after every hidden layer), without and with dropout.
+fn bench_network(ctx: &GpuContext, args: &Args, hidden: &[usize]) -> Result<(), AnyError> {
+    let spec = NetworkSpec::new(784, hidden, 10)?;
     let precision = precision(args);
     let kernels = &Kernels::with_options(FusedTiles::for_network(args.batch as usize, &spec.layer_shapes()), precision);
     if precision == Precision::F16Inputs && !kernels.coop_on(ctx) {
@@ -28,8 +41,8 @@ pub(crate) fn bench(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
         bench_one(ctx, kernels, args, &spec, opt)?;
     }
-    // The same network with dropout after every hidden layer: not fused, so it costs what the
-    // composed tape costs, plus the dropout's two dispatches per layer.
+    // The same network with dropout after every hidden layer: fused into the same kernels (the
+    // composed tape has two more dispatches per dropout layer).
     let layers: String = hidden.iter().map(|h| format!("-{h}-relu-dropout0.2")).collect();
     let dropout = NetworkSpec::parse(&format!("784{layers}-10"), Loss::CrossEntropy)?;
     bench_one(ctx, kernels, args, &dropout, Optimizer::adam(1e-3))

@@ -2,7 +2,7 @@
 //! tensors and *emits* tensor operations ([`Op`]) for its forward and backward passes, primitive
 //! or fused; it never runs anything. [`crate::Network`] strings them into tapes.
 
-use crate::tape::{Dim, LayerUpdate, Mode, Op, TensorId, Transpose, View};
+use crate::tape::{Dim, FusedDropout, LayerUpdate, Mode, Op, TensorId, Transpose, View};
 use crate::{Activation, Optimizer};
 
 /// A fully connected layer `y = x W + b`.
@@ -44,9 +44,10 @@ impl Linear {
         ]
     }
 
-    /// x: `[B, in]` -> y: `[B, out]`, `y = act(x W + b)` in one fused op.
-    pub fn forward_fused(&self, x: View, y: View, act: Option<Activation>) -> Op {
-        Op::LinearForward { x, params: self.params, y, act }
+    /// x: `[B, in]` -> y: `[B, out]`, `y = act(x W + b)` in one fused op, times a dropout mask
+    /// with `drop`.
+    pub fn forward_fused(&self, x: View, y: View, act: Option<Activation>, drop: Option<FusedDropout>) -> Op {
+        Op::LinearForward { x, params: self.params, y, act, drop }
     }
 
     /// dy: `[B, out]` -> dx: `[B, in]`, `dx = dy W^T` (dL/d this layer's input).
@@ -55,9 +56,10 @@ impl Linear {
     }
 
     /// dy: `[B, out]`, h: `[B, in]` -> dx: `[B, in]`, `dx = (dy W^T) * act'(h)`, where `h` is the
-    /// output of the layer below and `act` its activation (fused matmul + activation backward).
-    pub fn backward_input_fused(&self, dy: View, h: View, act: Activation, dx: View) -> Op {
-        Op::LinearBackwardInput { dy, params: self.params, h, act, dx }
+    /// output of the layer below and `act` its activation (fused matmul + activation backward),
+    /// `drop` its dropout, if any.
+    pub fn backward_input_fused(&self, dy: View, h: View, act: Activation, drop: Option<FusedDropout>, dx: View) -> Op {
+        Op::LinearBackwardInput { dy, params: self.params, h, act, dx, drop }
     }
 
     /// x: `[B, in]`, dy: `[B, out]` -> grads `[(in + 1), out]`: `dW = x^T dy` (matmul), and

@@ -86,6 +86,6 @@ pub use routing::{DeviceFit, Needs, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, route
 pub use sequential::{Activation, Init, Layer, Loss};
 pub use spec::{MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
 pub use sweep_variants::sweep_variants;
-pub use tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
+pub use tape::{Dim, Elem, FusedDropout, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
 pub use tiles::FusedTiles;
 pub use wgsl::GatherSlot;

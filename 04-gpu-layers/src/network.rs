@@ -8,10 +8,12 @@
 //! 14 ops per training step for `784-128-relu-10`. `Fused` uses four kernels that each do several
 //! primitives in one dispatch: 3 ops per step for the same network (the tests below list both
 //! tapes op by op). The fused kernels cover the classic MLP: linear layers with exactly one ReLU,
-//! tanh or sigmoid between two of them (flatten allowed anywhere) and softmax cross-entropy. Any
-//! other list (dropout, GELU, MSE, two activations in a row, ...) gets the composed tapes even
-//! when `Fused` is asked for: [`Network::fused_blocker`] says why, and [`Network::fusion`] holds
-//! what was built.
+//! tanh or sigmoid between two of them, each optionally followed by a dropout (drawn in the
+//! kernel that writes the activation and again in the backward ones, never stored), flatten
+//! allowed anywhere, and softmax cross-entropy or mean squared error. Any other list (GELU, two
+//! activations in a row, a dropout not after an activation, an activation after the last linear
+//! layer, ...) gets the composed tapes even when `Fused` is asked for: [`Network::fused_blocker`]
+//! says why, and [`Network::fusion`] holds what was built.
 //! Both trainers ask for `Fused`: on the GPU every dispatch costs microseconds of fixed
 //! overhead, and on the CPU the fused ops (the fast CPU path, `cpu/fast.rs`) make one pass over memory where the
 //! primitives make several (see the README). `Composed` on the CPU is the plain reference. Both
@@ -23,7 +25,7 @@ use std::collections::HashMap;
 
 use crate::layers::{ActivationLayer, DropoutLayer, Linear, MeanSquaredError, SoftmaxCrossEntropy};
 use crate::sequential::{Layer, Loss};
-use crate::tape::{Dim, Elem, LayerUpdate, Mode, Op, TensorId, TensorInfo, View};
+use crate::tape::{Dim, Elem, FusedDropout, LayerUpdate, Mode, Op, TensorId, TensorInfo, View};
 use crate::wgsl::{COUNTER_BAD_LABELS, COUNTER_CORRECT, COUNTER_LOSS_HI, COUNTER_LOSS_LO, COUNTER_NON_FINITE, COUNTER_ROWS, COUNTERS};
 use crate::{Activation, LayersError, NetworkSpec, Optimizer};
 
@@ -177,13 +179,34 @@ impl Network {
                         _ => None,
                     })
                     .collect();
+                // The dropout after each hidden layer's activation, fused into its kernels.
+                let mut drops: Vec<Option<FusedDropout>> = Vec::new();
+                for (i, l) in spec.layers().iter().enumerate() {
+                    match *l {
+                        Layer::Activation(_) => drops.push(None),
+                        Layer::Dropout(p) if p > 0.0 => {
+                            if let Some(d) = drops.last_mut() {
+                                *d = Some(FusedDropout { p, seed: dropout_seed(seed, i), counters });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                // A routed layer runs the primitive ops, which have no fused dropout: neither its
+                // output nor its input may have one.
+                for l in 0..net.routed.len() {
+                    let below = l > 0 && drops.get(l - 1).copied().flatten().is_some();
+                    if drops.get(l).copied().flatten().is_some() || below {
+                        net.routed[l] = false;
+                    }
+                }
                 let mut hidden = Vec::new();
                 let mut deltas = Vec::new();
                 for (l, lin) in net.linears[..net.linears.len() - 1].iter().enumerate() {
                     hidden.push(t.add(format!("hidden{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
                     deltas.push(t.add(format!("delta{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
                 }
-                let fused = FusedPlan { net: &net, t: &t, acts, hidden, deltas };
+                let fused = FusedPlan { net: &net, t: &t, acts, drops, hidden, deltas };
                 let (train, eval, predict) = (fused.train_ops(), fused.forward_ops(Mode::Eval), fused.forward_ops(Mode::Predict));
                 net.train = train;
                 net.eval = eval;
@@ -207,33 +230,43 @@ impl Network {
     }
 
     /// Why the fused kernels cannot run `spec` (None when they can): they implement linear
-    /// layers with exactly one ReLU, tanh or sigmoid between two of them, and softmax
-    /// cross-entropy.
+    /// layers with exactly one ReLU, tanh or sigmoid between two of them, optionally followed by
+    /// a dropout (fused into the same kernels), and softmax cross-entropy or mean squared error.
     pub fn fused_blocker(spec: &NetworkSpec) -> Option<String> {
-        if spec.loss() != Loss::CrossEntropy {
-            return Some(format!("the fused output layer computes softmax cross-entropy, not {}", spec.loss().name()));
+        let layers: Vec<(usize, &Layer)> = spec.layers().iter().enumerate().filter(|(_, l)| !matches!(l, Layer::Flatten)).collect();
+        let unfit = |a: (usize, &Layer), b: (usize, &Layer)| {
+            Some(format!(
+                "the fused kernels need one activation (and at most one dropout after it) between two linear layers, not {} then {} (layers {} and {})",
+                a.1,
+                b.1,
+                a.0 + 1,
+                b.0 + 1
+            ))
+        };
+        let last = || Some("the fused kernels need a linear layer first and last".to_string());
+        if !matches!(layers.first(), Some((_, Layer::Linear { .. }))) {
+            return last();
         }
-        let layers: Vec<&Layer> = spec.layers().iter().filter(|l| !matches!(l, Layer::Flatten)).collect();
-        for (i, pair) in layers.windows(2).enumerate() {
-            let ok = match (pair[0], pair[1]) {
-                (Layer::Linear { .. }, Layer::Activation(Activation::Gelu)) => {
+        let mut i = 1;
+        while i < layers.len() {
+            match layers[i].1 {
+                Layer::Activation(Activation::Gelu) => {
                     return Some("GELU is not fused: its backward pass needs its input, which the fused kernels do not keep".into());
                 }
-                (Layer::Linear { .. }, Layer::Activation(_)) | (Layer::Activation(_), Layer::Linear { .. }) => true,
-                _ => false,
-            };
-            if !ok {
-                let what = match (pair[0], pair[1]) {
-                    (Layer::Dropout(_), _) | (_, Layer::Dropout(_)) => "dropout is not fused".to_string(),
-                    (a, b) => format!("the fused kernels need one activation between two linear layers, not {a} then {b}"),
-                };
-                return Some(format!("{what} (layers {} and {})", i + 1, i + 2));
+                Layer::Activation(_) => {}
+                _ => return unfit(layers[i - 1], layers[i]),
+            }
+            i += 1;
+            if matches!(layers.get(i), Some((_, Layer::Dropout(_)))) {
+                i += 1;
+            }
+            match layers.get(i) {
+                None => return last(),
+                Some((_, Layer::Linear { .. })) => i += 1,
+                Some(&l) => return unfit(layers[i - 1], l),
             }
         }
-        match (layers.first(), layers.last()) {
-            (Some(Layer::Linear { .. }), Some(Layer::Linear { .. })) => None,
-            _ => Some("the fused kernels need a linear layer first and last".into()),
-        }
+        None
     }
 
     /// A composed tape for `mode`: every layer as primitive ops, then (training) the backward
@@ -365,11 +398,13 @@ impl Network {
 }
 
 /// The fused tapes of a network the fused kernels cover: `acts[l]` is the activation after
-/// linear layer `l`, `hidden[l]`/`deltas[l]` its output and dL/d its pre-activation.
+/// linear layer `l`, `drops[l]` the dropout after it (training only), `hidden[l]`/`deltas[l]`
+/// its output (masked, with a dropout) and dL/d its pre-activation.
 struct FusedPlan<'a> {
     net: &'a Network,
     t: &'a Tensors,
     acts: Vec<Activation>,
+    drops: Vec<Option<FusedDropout>>,
     hidden: Vec<TensorId>,
     deltas: Vec<TensorId>,
 }
@@ -385,6 +420,11 @@ impl FusedPlan<'_> {
         if l + 1 == self.net.linears.len() { self.t.view(self.net.out) } else { self.t.view(self.deltas[l]) }
     }
 
+    /// The dropout after hidden layer `l` in `mode` (only training drops units).
+    fn drop(&self, l: usize, mode: Mode) -> Option<FusedDropout> {
+        if mode == Mode::Train { self.drops[l] } else { None }
+    }
+
     /// Forward through every layer, then the loss in `mode`.
     fn forward_ops(&self, mode: Mode) -> Vec<Op> {
         let layers = &self.net.linears;
@@ -396,7 +436,7 @@ impl FusedPlan<'_> {
                 ops.extend(layer.forward(self.input_of(l), h));
                 ops.push(ActivationLayer { act: self.acts[l] }.forward(h));
             } else {
-                ops.push(layer.forward_fused(self.input_of(l), h, Some(self.acts[l])));
+                ops.push(layer.forward_fused(self.input_of(l), h, Some(self.acts[l]), self.drop(l, mode)));
             }
         }
         // The fused output layer also backpropagates into the last hidden layer.
@@ -407,6 +447,8 @@ impl FusedPlan<'_> {
             labels: self.net.labels,
             out: self.t.view(self.net.out),
             dh,
+            drop: if last > 0 { self.drop(last - 1, mode) } else { None },
+            loss: self.net.spec.loss(),
             counters: self.net.counters,
             mode,
         });
@@ -425,7 +467,7 @@ impl FusedPlan<'_> {
                 ops.push(layers[l].backward_input(self.delta_of(l), below));
                 ops.push(ActivationLayer { act: self.acts[l - 1] }.backward(below, self.input_of(l)));
             } else {
-                ops.push(layers[l].backward_input_fused(self.delta_of(l), self.input_of(l), self.acts[l - 1], below));
+                ops.push(layers[l].backward_input_fused(self.delta_of(l), self.input_of(l), self.acts[l - 1], self.drops[l - 1], below));
             }
         }
         // Routed layers: weight gradients by matmul, bias gradients by column sums, then the
@@ -536,10 +578,18 @@ mod tests {
         let spec = NetworkSpec::parse("5-7-sigmoid-6-tanh-3", Loss::CrossEntropy).unwrap();
         assert_eq!(Network::fused_blocker(&spec), None);
         assert_eq!(Network::new(&spec, opt, Fusion::Fused, 0).unwrap().fusion, Fusion::Fused);
+        // So is dropout after an activation.
+        let spec = NetworkSpec::parse("784-128-relu-dropout0.2-64-tanh-dropout0-10", Loss::CrossEntropy).unwrap();
+        assert_eq!(Network::fused_blocker(&spec), None);
+        // And mean squared error.
+        let spec = NetworkSpec::parse("2-8-tanh-2", Loss::Mse).unwrap();
+        assert_eq!(Network::fused_blocker(&spec), None);
+        let net = Network::new(&spec, opt, Fusion::Fused, 0).unwrap();
+        assert!(matches!(net.train[1], Op::OutputLayer { loss: Loss::Mse, .. }));
         for (text, loss, why) in [
-            ("784-128-relu-dropout0.2-10", Loss::CrossEntropy, "dropout"),
+            ("784-dropout0.2-128-relu-10", Loss::CrossEntropy, "first"),
+            ("784-128-relu-dropout0.2-dropout0.1-10", Loss::CrossEntropy, "dropout"),
             ("784-128-gelu-10", Loss::CrossEntropy, "GELU"),
-            ("2-8-tanh-2", Loss::Mse, "mse"),
             ("4-8-relu-tanh-2", Loss::CrossEntropy, "ReLU then Tanh"),
             ("4-8-relu-2-sigmoid", Loss::CrossEntropy, "last"),
         ] {
@@ -551,9 +601,42 @@ mod tests {
     }
 
     #[test]
+    fn fused_dropout_rides_on_the_layer_kernels_in_training_only() {
+        let spec = NetworkSpec::parse("784-512-relu-dropout0.2-256-relu-dropout0.2-10", Loss::CrossEntropy).unwrap();
+        let net = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Fused, 5).unwrap();
+        assert_eq!(net.fusion, Fusion::Fused);
+        assert_eq!(
+            names(&net.train),
+            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update"]
+        );
+        let drops: Vec<Option<FusedDropout>> = net
+            .train
+            .iter()
+            .filter_map(|op| match *op {
+                Op::LinearForward { drop, .. } | Op::OutputLayer { drop, .. } | Op::LinearBackwardInput { drop, .. } => Some(drop),
+                _ => None,
+            })
+            .collect();
+        // Layer 1's output (list position 3) and layer 2's (position 6), each its own seed: the
+        // composed tape's seeds, so both tapes draw the same masks.
+        let (d1, d2) = (drops[0].unwrap(), drops[1].unwrap());
+        assert_eq!((d1.seed, d2.seed, d1.p), (dropout_seed(5, 2), dropout_seed(5, 5), 0.2));
+        assert_eq!(drops, [Some(d1), Some(d2), Some(d2), Some(d1)], "forwards, then dh of h2, then dx of h1");
+        for op in net.eval.iter().chain(&net.predict) {
+            if let Op::LinearForward { drop, .. } | Op::OutputLayer { drop, .. } = op {
+                assert!(drop.is_none(), "no dropout outside training");
+            }
+        }
+        // A dropout of 0 is no dropout.
+        let spec = NetworkSpec::parse("784-128-relu-dropout0-10", Loss::CrossEntropy).unwrap();
+        let net = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Fused, 5).unwrap();
+        assert!(matches!(net.train[0], Op::LinearForward { drop: None, .. }));
+    }
+
+    #[test]
     fn dropout_runs_only_in_training_and_its_mask_goes_backward() {
         let spec = NetworkSpec::parse("784-256-relu-dropout0.2-10", Loss::CrossEntropy).unwrap();
-        let net = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Fused, 5).unwrap();
+        let net = Network::new(&spec, Optimizer::adam(1e-3), Fusion::Composed, 5).unwrap();
         assert_eq!(
             names(&net.train),
             [

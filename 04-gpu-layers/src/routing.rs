@@ -65,7 +65,7 @@ impl FusedTiles {
         let tiles = m * k / 4 + k * n / 4;
         let partials = (s - 1) * m * n / 4;
         let vec4s = tiles.max(partials).max(1);
-        Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 4 }
+        Needs { invocations: self.tiled_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 5 }
     }
 
     /// What `linear_forward_coop` with these tiles needs of a device: a subgroup of 32 per

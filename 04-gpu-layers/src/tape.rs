@@ -11,7 +11,7 @@
 //! replays that list every step (`gpu/store.rs`). So the math of a layer is written once, and the CPU path is the reference
 //! for the GPU path op by op.
 
-use crate::{Activation, Optimizer};
+use crate::{Activation, Loss, Optimizer};
 
 /// A tensor of a network: an index into [`crate::Network::tensors`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,21 +106,27 @@ pub enum Op {
     Update { params: TensorId, grads: TensorId, state: TensorId, counters: TensorId, len: usize, opt: Optimizer },
 
     // ---- fused: the "fused" tapes use these (each = a sequence of the primitives above) ------
-    /// `y = act(x W + b)`; x `[B, in]`, params `[(in + 1), out]` -> y `[B, out]`.
-    LinearForward { x: View, params: TensorId, y: View, act: Option<Activation> },
-    /// Logits `= h W + b`, softmax cross-entropy into `out`, and (training) `dh = (dL/dz W^T) *
-    /// act'(h)`. h `[B, in]`, params `[(in + 1), C]` -> out `[B, C]`, dh `[B, in]`.
+    /// `y = act(x W + b)`, times the dropout mask with `drop`; x `[B, in]`, params
+    /// `[(in + 1), out]` -> y `[B, out]`.
+    LinearForward { x: View, params: TensorId, y: View, act: Option<Activation>, drop: Option<FusedDropout> },
+    /// Logits `= h W + b`, softmax cross-entropy (or, with `loss`, mean squared error) into
+    /// `out`, and (training) `dh = (dL/dz W^T) *
+    /// act'(h)`, through h's dropout mask when `drop` (h's dropout) is given. h `[B, in]`, params
+    /// `[(in + 1), C]` -> out `[B, C]`, dh `[B, in]`.
     OutputLayer {
         h: View,
         params: TensorId,
         labels: TensorId,
         out: View,
         dh: Option<(View, Activation)>,
+        drop: Option<FusedDropout>,
+        loss: Loss,
         counters: TensorId,
         mode: Mode,
     },
-    /// `dx = (dy W^T) * act'(h)`; dy `[B, out]`, h `[B, in]` -> dx `[B, in]`.
-    LinearBackwardInput { dy: View, params: TensorId, h: View, act: Activation, dx: View },
+    /// `dx = (dy W^T) * act'(h)`, through h's dropout mask with `drop`; dy `[B, out]`, h
+    /// `[B, in]` -> dx `[B, in]`.
+    LinearBackwardInput { dy: View, params: TensorId, h: View, act: Activation, dx: View, drop: Option<FusedDropout> },
     /// For one or two layers: `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer
     /// step on `params`.
     LinearUpdate { first: LayerUpdate, second: Option<LayerUpdate>, counters: TensorId, opt: Optimizer },
@@ -141,6 +147,42 @@ pub enum Op {
     /// (dL/dy in training, y itself otherwise) and the counters, like
     /// [`Op::SoftmaxCrossEntropy`].
     MeanSquaredError { y: View, labels: TensorId, out: View, counters: TensorId, mode: Mode },
+}
+
+/// A dropout fused into the op that writes a hidden layer's output ([`Op::LinearForward`]) and
+/// applied again by the ops that backpropagate through it ([`Op::OutputLayer`]'s dh,
+/// [`Op::LinearBackwardInput`]): inverted dropout with probability `p`, the mask drawn from the
+/// same hash as [`Op::Dropout`]'s, for the step in `counters` (`COUNTER_MASK_STEP`: the step
+/// count when the step began). No mask is stored: the backward draws it again, and a kept
+/// unit's activation output is its stored value times `1 - p`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FusedDropout {
+    pub p: f32,
+    pub seed: u32,
+    pub counters: TensorId,
+}
+
+impl FusedDropout {
+    /// The scale of a kept unit, `1 / (1 - p)`.
+    pub fn scale(&self) -> f32 {
+        1.0 / (1.0 - self.p)
+    }
+
+    /// `1 - p`: a kept unit's stored value times this is the activation's output.
+    pub fn keep(&self) -> f32 {
+        1.0 - self.p
+    }
+
+    /// The integer threshold below which a unit's hash drops it, `floor(p * 2^32)`.
+    pub fn threshold(&self) -> u32 {
+        dropout_threshold(self.p)
+    }
+}
+
+/// Dropout's integer threshold: a unit is dropped when its hash is below `p * 2^32`, so the two
+/// devices compare the same integers (no float rounding in the decision).
+pub fn dropout_threshold(p: f32) -> u32 {
+    ((p as f64 * 4_294_967_296.0).floor() as u64).min(u32::MAX as u64) as u32
 }
 
 /// One layer's part of [`Op::LinearUpdate`]: x `[B, in]`, dy `[B, out]`, params/grads

@@ -16,8 +16,8 @@
 
 use std::fmt::Write;
 
-use crate::tape::Mode;
-use crate::{Activation, MAX_CLASSES, Optimizer};
+use crate::tape::{FusedDropout, Mode};
+use crate::{Activation, Loss, MAX_CLASSES, Optimizer};
 
 // ---- workgroup sizes and tiles the host divides by ------------------------------------------
 
@@ -69,7 +69,8 @@ pub const MERGED_X_SHARED: u32 = 2048;
 
 // ---- the counters tensor ----------------------------------------------------------------------
 
-/// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step, 0]`.
+/// The counters tensor: `[loss low, loss high, rows, correct, bad labels, non-finite, step,
+/// mask step]`.
 /// The loss sum is a 64-bit fixed-point number in units of 2^-20 (see `cpu::loss_to_fixed`).
 pub const COUNTERS: usize = 8;
 /// Fixed-point units per 1.0 of loss: the loss sum is counted in units of 2^-20 (`loss.wgsl`
@@ -82,12 +83,28 @@ pub(crate) const COUNTER_CORRECT: usize = 3;
 pub(crate) const COUNTER_BAD_LABELS: usize = 4;
 pub(crate) const COUNTER_NON_FINITE: usize = 5;
 pub(crate) const COUNTER_STEP: usize = 6;
+/// The step the fused kernels draw their dropout masks for: the step count when the step began.
+/// The loss counts the step in the middle of it (in the same dispatch as a merged forward
+/// reads it), so the fused masks read this copy, which only the weight updates write, at the
+/// end of every step (`common.wgsl`, `DropoutMask`).
+pub(crate) const COUNTER_MASK_STEP: usize = 7;
+/// Where `linear_forward` and `linear_forward_tiled` bind the counters they read the mask step
+/// from (as `forward_output` binds its own).
+pub(crate) const MASK_COUNTERS_BINDING: u32 = 14;
 
 // ---- codes -------------------------------------------------------------------------------------
 
 /// `Opt::kind` / `OPT_*` in WGSL.
 pub(crate) const OPT_SGD: u32 = 0;
 pub(crate) const OPT_ADAM: u32 = 1;
+
+/// `OutputLayerParams::loss` / `LOSS_*` in WGSL: the fused output layers' loss.
+pub(crate) fn loss_code(loss: Loss) -> u32 {
+    match loss {
+        Loss::CrossEntropy => 0,
+        Loss::Mse => 1,
+    }
+}
 
 /// Every shared constant, as `(WGSL name, value)`.
 fn shared_constants() -> Vec<(&'static str, u32)> {
@@ -102,6 +119,8 @@ fn shared_constants() -> Vec<(&'static str, u32)> {
         ("ACT_GELU", Activation::code(Some(Activation::Gelu))),
         ("OPT_SGD", OPT_SGD),
         ("OPT_ADAM", OPT_ADAM),
+        ("LOSS_CE", loss_code(Loss::CrossEntropy)),
+        ("LOSS_MSE", loss_code(Loss::Mse)),
         ("MODE_TRAIN", Mode::Train as u32),
         ("MODE_EVAL", Mode::Eval as u32),
         ("MODE_PREDICT", Mode::Predict as u32),
@@ -112,6 +131,7 @@ fn shared_constants() -> Vec<(&'static str, u32)> {
         ("COUNTER_BAD_LABELS", COUNTER_BAD_LABELS as u32),
         ("COUNTER_NON_FINITE", COUNTER_NON_FINITE as u32),
         ("COUNTER_STEP", COUNTER_STEP as u32),
+        ("COUNTER_MASK_STEP", COUNTER_MASK_STEP as u32),
     ]
 }
 
@@ -182,7 +202,7 @@ pub(crate) struct ColumnSumParams {
 /// `linear_forward.wgsl` and `linear_backward_input.wgsl`: a layer `[inputs] -> [outputs]` and
 /// an `ACT_*` code (of this layer's output, or of the layer below for the backward kernel).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct LinearParams {
     pub inputs: u32,
     pub outputs: u32,
@@ -190,12 +210,14 @@ pub(crate) struct LinearParams {
     /// `linear_forward_tiled`: the workgroups its k loop is split over (grid z), each writing
     /// raw partial sums for `output_wide`; 0 or 1: not split, it writes `act(x W + b)`.
     pub k_split: u32,
+    /// The dropout of this layer's output (the forward kernels) or of h (the backward one).
+    pub drop: DropoutMask,
 }
 
 /// `output_layer.wgsl`: `h: [batch, inputs]` -> `[batch, classes]`, a `MODE_*` code, the
 /// `ACT_*` code of `h` (`ACT_NONE`: no layer below, no `dh`) and the rows each workgroup takes.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct OutputLayerParams {
     pub inputs: u32,
     pub classes: u32,
@@ -208,13 +230,18 @@ pub(crate) struct OutputLayerParams {
     pub sums: u32,
     pub below_inputs: u32,
     pub below_act: u32,
+    /// h's dropout: for dh, and for h itself in `output_wide`'s sums.
+    pub drop: DropoutMask,
+    /// [`loss_code`]: softmax cross-entropy or mean squared error.
+    pub loss: u32,
+    pub _pad: [u32; 3],
 }
 
 /// `forward_output.wgsl`: the output layer's fields as in [`OutputLayerParams`] (h's width,
 /// classes, a `MODE_*` code, the `ACT_*` code for dh), then the hidden layer's: x's width and
 /// its activation.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ForwardOutputParams {
     pub inputs: u32,
     pub classes: u32,
@@ -224,7 +251,10 @@ pub(crate) struct ForwardOutputParams {
     pub act: u32,
     /// The split step: rows per k-tile of the partial sums (the tape's largest batch).
     pub partial_rows: u32,
-    pub _pad: u32,
+    /// The output layer's loss ([`loss_code`]).
+    pub loss: u32,
+    /// The hidden layer's dropout (its forward and dh).
+    pub drop: DropoutMask,
 }
 
 /// `Opt` (`common.wgsl`), read by `sgd.wgsl`, `adam.wgsl` and (inside [`Update`])
@@ -314,6 +344,36 @@ pub(crate) struct DropoutParams {
     pub scale: f32,
 }
 
+/// `DropoutMask` (`common.wgsl`): a dropout fused into the kernel that writes a hidden layer's
+/// output: its seed, the threshold below which a unit is dropped (`floor(p * 2^32)`, 0 for no
+/// dropout), the scale of kept units (`1 / (1 - p)`) and `1 - p`, which turns a kept unit's
+/// stored value back into the activation's output for the backward pass.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DropoutMask {
+    pub seed: u32,
+    pub threshold: u32,
+    pub scale: f32,
+    pub keep: f32,
+}
+
+impl DropoutMask {
+    /// No dropout: every helper in `common.wgsl` returns its input unchanged.
+    pub const NONE: DropoutMask = DropoutMask { seed: 0, threshold: 0, scale: 1.0, keep: 1.0 };
+
+    pub fn new(drop: Option<FusedDropout>) -> Self {
+        match drop {
+            None => Self::NONE,
+            Some(d) => Self {
+                seed: d.seed,
+                threshold: d.threshold(),
+                scale: d.scale(),
+                keep: d.keep(),
+            },
+        }
+    }
+}
+
 /// `dropout_backward.wgsl`: `[batch, cols]`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -333,7 +393,8 @@ pub(crate) struct MseParams {
 
 /// `(WGSL struct name, size of the Rust struct)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 16] = [
+pub(crate) const UNIFORMS: [(&str, usize); 17] = [
+    ("DropoutMask", size_of::<DropoutMask>()),
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
     ("ActivationParams", size_of::<ActivationParams>()),

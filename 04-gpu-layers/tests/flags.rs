@@ -34,6 +34,7 @@ fn boundary_values_of_every_flag() {
         (&["--bench-only", "--chunk", "0"], Refused(2, "--chunk")),
         (&["--bench-only", "--chunk", "100000"], Runs),
         (&["--bench-only", "--chunk", "100001"], Refused(2, "--chunk")),
+        (&["--bench-only", "--deeper"], Runs),
         // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
         (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
         (&["--compiled", "bogus"], Refused(2, "--compiled")),

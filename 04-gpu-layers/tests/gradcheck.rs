@@ -311,9 +311,9 @@ fn fused_backward_ops_match_finite_differences() {
         tape.f32_mut(params2).copy_from_slice(&to32(&p2));
         tape.u32_mut(label_id).copy_from_slice(&labels);
         let ops = [
-            layer1.forward_fused(h1, h2, Some(act)),
-            Op::OutputLayer { h: h2, params: params2, labels: label_id, out, dh: Some((d2, act)), counters, mode: Mode::Train },
-            layer1.backward_input_fused(d2, h1, act, d1),
+            layer1.forward_fused(h1, h2, Some(act), None),
+            Op::OutputLayer { h: h2, params: params2, labels: label_id, out, dh: Some((d2, act)), drop: None, loss: Loss::CrossEntropy, counters, mode: Mode::Train },
+            layer1.backward_input_fused(d2, h1, act, None, d1),
         ];
         tape.run(&ops).unwrap();
         // F(z) = CE(act(act(z) W1 + b1) W2 + b2); its gradient with respect to z is d1.
@@ -342,6 +342,9 @@ fn network_gradients_match_finite_differences_on_both_devices() {
         NetworkSpec::parse("4-6-sigmoid-5-gelu-3", Loss::CrossEntropy).unwrap(),
         NetworkSpec::parse("flatten-4-6-gelu-dropout0.5-5-tanh-3-sigmoid", Loss::Mse).unwrap(),
         NetworkSpec::parse("4-7-relu-dropout0.3-3", Loss::CrossEntropy).unwrap(),
+        // Fused: two dropouts (masks drawn in the kernels and drawn again backward) and MSE.
+        NetworkSpec::parse("4-6-tanh-dropout0.5-5-sigmoid-dropout0.2-3", Loss::CrossEntropy).unwrap(),
+        NetworkSpec::parse("4-7-relu-dropout0.3-3", Loss::Mse).unwrap(),
     ];
     // Each network twice: trainers sized for exactly `rows`, and for 2 rows + 1 (a short last
     // batch: the loss must average over the live rows only and leave the others out).

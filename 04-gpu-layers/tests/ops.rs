@@ -4,7 +4,8 @@
 
 use common::test_context;
 use gpu_layers::{
-    Activation, CpuStore, FusedTiles, Dim, Elem, GpuStore, KernelId, Kernels, LayerUpdate, Mode, Op, Optimizer, TensorId, TensorInfo, Transpose, View,
+    Activation, CpuStore, FusedDropout, FusedTiles, Dim, Elem, GpuStore, KernelId, Kernels, LayerUpdate, Loss, Mode, Op, Optimizer, TensorId, TensorInfo,
+    Transpose, View,
 };
 use rand::{Rng, SeedableRng};
 
@@ -96,7 +97,7 @@ impl Case {
                 }
                 Elem::U32 => {
                     let data: Vec<u32> = if t.name == "counters" {
-                        vec![0, 0, 0, 0, 0, 0, 3, 0] // step 3
+                        vec![0, 0, 0, 0, 0, 0, 3, 5] // step 3; the fused dropout masks drawn for step 5
                     } else {
                         (0..n).map(|_| rng.random_range(0..self.label_range)).collect()
                     };
@@ -416,7 +417,7 @@ fn linear_forward_case(inputs: usize, outputs: usize, act: Option<Activation>) -
     let x = c.tensor("x", Dim::Batch, inputs, Elem::F32);
     let p = c.tensor("params", Dim::Fixed(inputs + 1), outputs, Elem::F32);
     let y = c.output("y", Dim::Batch, outputs);
-    let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act };
+    let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act, drop: None };
     (c, op)
 }
 
@@ -468,13 +469,13 @@ fn linear_forward_tiled() {
     // Below `tiled_min`, linear_forward.
     let x = View { tensor: TensorId(0), rows: Dim::Batch, cols: 784 };
     let y = View { tensor: TensorId(2), rows: Dim::Batch, cols: 128 };
-    let op = Op::LinearForward { x, params: TensorId(1), y, act: None };
+    let op = Op::LinearForward { x, params: TensorId(1), y, act: None, drop: None };
     let limits = &test_context().limits;
     assert_eq!(gpu_layers::plan(std::slice::from_ref(&op), &FusedTiles::DEFAULT, false, limits, 64), ["linear_forward"]);
     // A wide layer takes it when it reads a ready input; gathering, it would run linear_forward
     // (GpuTrainer does not gather then, tests/training.rs).
     let wide = View { cols: 1024, ..y };
-    let op = Op::LinearForward { x, params: TensorId(1), y: wide, act: None };
+    let op = Op::LinearForward { x, params: TensorId(1), y: wide, act: None, drop: None };
     assert_eq!(gpu_layers::plan(std::slice::from_ref(&op), &FusedTiles::DEFAULT, false, limits, 256), ["linear_forward_tiled"]);
     assert_eq!(gpu_layers::plan(&[op], &FusedTiles::DEFAULT, true, limits, 256), ["linear_forward (gathering)"]);
 }
@@ -489,7 +490,7 @@ fn linear_backward_input_fused() {
                 let p = c.tensor("params", Dim::Fixed(i + 1), o, Elem::F32);
                 let h = c.tensor("h", Dim::Batch, i, Elem::F32);
                 let dx = c.output("dx", Dim::Batch, i);
-                let op = Op::LinearBackwardInput { dy: c.view(dy), params: p, h: c.view(h), act, dx: c.view(dx) };
+                let op = Op::LinearBackwardInput { dy: c.view(dy), params: p, h: c.view(h), act, dx: c.view(dx), drop: None };
                 c.check(&[op], mb, b, tol(o));
             }
         }
@@ -599,7 +600,7 @@ fn output_layer_case(inputs: usize, classes: usize, label_range: u32, mode: Mode
         let t = if mode == Mode::Train { c.output("dh", Dim::Batch, inputs) } else { c.tensor("dh", Dim::Batch, inputs, Elem::F32) };
         (c.view(t), act)
     });
-    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, counters, mode };
+    let op = Op::OutputLayer { h: c.view(h), params, labels, out: c.view(out), dh, drop: None, loss: Loss::CrossEntropy, counters, mode };
     (c, op)
 }
 
@@ -649,7 +650,7 @@ fn output_wide_every_mode() {
     }
     let h = View { tensor: TensorId(0), rows: Dim::Batch, cols: 1024 };
     let out = View { tensor: TensorId(3), rows: Dim::Batch, cols: 17 };
-    let op = Op::OutputLayer { h, params: TensorId(1), labels: TensorId(2), out, dh: None, counters: TensorId(4), mode: Mode::Eval };
+    let op = Op::OutputLayer { h, params: TensorId(1), labels: TensorId(2), out, dh: None, drop: None, loss: Loss::CrossEntropy, counters: TensorId(4), mode: Mode::Eval };
     assert_eq!(gpu_layers::plan(&[op], &everywhere, false, limits, 64), ["output_layer"]);
 }
 
@@ -673,8 +674,8 @@ fn forward_then_output(c: &mut Case, (i, hidden, classes): (usize, usize, usize)
         _ => None,
     };
     [
-        Op::LinearForward { x: c.view(x), params: p1, y: c.view(h), act },
-        Op::OutputLayer { h: c.view(h), params: p2, labels, out: c.view(out), dh, counters, mode },
+        Op::LinearForward { x: c.view(x), params: p1, y: c.view(h), act, drop: None },
+        Op::OutputLayer { h: c.view(h), params: p2, labels, out: c.view(out), dh, drop: None, loss: Loss::CrossEntropy, counters, mode },
     ]
 }
 
@@ -781,7 +782,7 @@ fn fused_kernels_with_every_tile_size_the_sweep_times() {
             let x = c.tensor("x", Dim::Batch, 129, Elem::F32);
             let p = c.tensor("params", Dim::Fixed(130), 33, Elem::F32);
             let y = c.output("y", Dim::Batch, 33);
-            let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act: Some(Activation::Relu) };
+            let op = Op::LinearForward { x: c.view(x), params: p, y: c.view(y), act: Some(Activation::Relu), drop: None };
             c.check_with(&kernels, &[op], mb, b, tol(129));
 
             let mut c = Case::new();
@@ -798,6 +799,8 @@ fn fused_kernels_with_every_tile_size_the_sweep_times() {
                 labels,
                 out: c.view(out),
                 dh: Some((c.view(dh), Activation::Relu)),
+                drop: None,
+                loss: Loss::CrossEntropy,
                 counters,
                 mode: Mode::Train,
             };
@@ -831,6 +834,161 @@ fn fused_kernels_with_every_tile_size_the_sweep_times() {
             assert_eq!(dispatches, if merged { 1 } else { 2 }, "{what}");
 
             eprintln!("{what}: ok");
+        }
+    }
+}
+
+// ---- dropout fused into the layer kernels ----------------------------------------------------
+
+/// A fused dropout with probability `p` whose mask step is read from `counters`.
+fn fused_dropout(counters: TensorId, p: f32) -> Option<FusedDropout> {
+    Some(FusedDropout { p, seed: 0x5eed_0017 ^ p.to_bits(), counters })
+}
+
+/// `ops` with a fused dropout `p` after their hidden layer: on the `LinearForward` that writes
+/// it and on the training `OutputLayer` that backpropagates through it.
+fn with_dropout(mut ops: [Op; 2], p: f32) -> [Op; 2] {
+    let Op::OutputLayer { counters, .. } = ops[1] else { panic!("an output layer second") };
+    for op in ops.iter_mut() {
+        match op {
+            Op::LinearForward { drop, .. } | Op::OutputLayer { drop, .. } => *drop = fused_dropout(counters, p),
+            _ => {}
+        }
+    }
+    ops
+}
+
+/// `linear_forward` (and `linear_forward_tiled`, forced onto every shape) with a dropout after
+/// its activation: the kernel draws the same mask as the CPU, from the mask step (5 here, the
+/// step count 3), so the outputs agree as without dropout, and about `p` of them are 0.
+#[test]
+fn linear_forward_with_a_fused_dropout() {
+    let tiled = Kernels::with_tiles(FusedTiles { tiled_min: 1, ..FusedTiles::DEFAULT });
+    for (kernels, name) in [(kernels(), "linear_forward"), (&tiled, "linear_forward_tiled")] {
+        for (mb, b) in BATCHES {
+            for (i, o) in [(1, 1), (17, 63), (65, 17), (784, 33)] {
+                for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
+                    for p in [0.2, 0.5] {
+                        let (mut c, mut op) = linear_forward_case(i, o, Some(act));
+                        let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+                        if let Op::LinearForward { drop, .. } = &mut op {
+                            *drop = fused_dropout(counters, p);
+                        }
+                        c.check_with(kernels, std::slice::from_ref(&op), mb, b, tol(i));
+                        let names = gpu_layers::plan(&[op], &kernels.tiles(), false, &test_context().limits, mb);
+                        assert_eq!(names, [name]);
+                    }
+                }
+            }
+        }
+    }
+    // The mask is the composed tape's (`Op::Dropout`'s) for the same seed, step and element.
+    let d = FusedDropout { p: 0.3, seed: 99, counters: TensorId(0) };
+    let x: Vec<f32> = (0..500).map(|i| 1.0 + i as f32).collect();
+    let (mut y, mut mask) = (vec![0.0; 500], vec![0.0; 500]);
+    let scale = 1.0 / (1.0 - 0.3f32);
+    gpu_layers::cpu::reference::dropout_forward(&x, &mut y, &mut mask, 99, 4, d.threshold(), scale);
+    let mut fused = x.clone();
+    gpu_layers::cpu::reference::fused_dropout_forward(&mut fused, &d, 4);
+    assert_eq!(fused, y);
+    let dropped = fused.iter().filter(|&&v| v == 0.0).count();
+    assert!((100..200).contains(&dropped), "{dropped} of 500 dropped at p = 0.3");
+}
+
+/// `linear_backward_input` through the dropout of h: the mask drawn again, the activation's
+/// derivative at `stored * (1 - p)`.
+#[test]
+fn linear_backward_input_through_a_fused_dropout() {
+    for (mb, b) in BATCHES {
+        for (i, o) in [(1, 1), (17, 63), (65, 17), (129, 257)] {
+            for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
+                let mut c = Case::new();
+                let dy = c.tensor("dy", Dim::Batch, o, Elem::F32);
+                let p = c.tensor("params", Dim::Fixed(i + 1), o, Elem::F32);
+                let h = c.tensor("h", Dim::Batch, i, Elem::F32);
+                let dx = c.output("dx", Dim::Batch, i);
+                let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
+                let drop = fused_dropout(counters, 0.25);
+                let op = Op::LinearBackwardInput { dy: c.view(dy), params: p, h: c.view(h), act, dx: c.view(dx), drop };
+                c.check(&[op], mb, b, tol(o));
+            }
+        }
+    }
+}
+
+/// The output layers' dh through the dropout of h: `output_layer` and `output_wide` (forced
+/// onto the narrow shapes too), and a hidden layer and the output layer with a dropout between
+/// them merged into `forward_output`, or split over k into `linear_forward_tiled` and
+/// `output_wide`'s sums.
+#[test]
+fn output_layers_and_merged_pairs_through_a_fused_dropout() {
+    let limits = &test_context().limits;
+    let wide = Kernels::with_tiles(FusedTiles { wide_min: 1, ..FusedTiles::DEFAULT });
+    for (mb, b) in BATCHES {
+        for (i, classes) in [(1, 2), (17, 10), (65, 16), (129, 3)] {
+            for act in [Activation::Relu, Activation::Tanh] {
+                for (kernels, name) in [(kernels(), "output_layer"), (&wide, "output_wide")] {
+                    let (c, mut op) = output_layer_case(i, classes, classes as u32, Mode::Train, Some(act));
+                    let Op::OutputLayer { counters, .. } = op else { unreachable!() };
+                    if let Op::OutputLayer { drop, .. } = &mut op {
+                        *drop = fused_dropout(counters, 0.4);
+                    }
+                    c.check_with(kernels, std::slice::from_ref(&op), mb, b, tol(i));
+                    assert_eq!(gpu_layers::plan(&[op], &kernels.tiles(), false, limits, mb), [name]);
+                }
+            }
+        }
+        for shape in [(17, 63, 10), (65, 128, 17), (784, 128, 10), (63, 17, 3)] {
+            for act in [Activation::Relu, Activation::Tanh, Activation::Sigmoid] {
+                let mut c = Case::new();
+                let ops = with_dropout(forward_then_output(&mut c, shape, Some(act), Mode::Train), 0.2);
+                let dispatches = c.check_with(kernels(), &ops, mb, b, tol(shape.0.max(shape.1)));
+                assert_eq!(dispatches, 1, "{shape:?} {act:?}: merged with its dropout");
+            }
+        }
+    }
+    let tiles = FusedTiles { merge: false, tiled_min: 1, wide_min: 1, k_splits: 3, ..FusedTiles::DEFAULT };
+    let split = Kernels::with_tiles(tiles);
+    for (mb, b) in [(17, 17), (65, 63)] {
+        for shape in [(17, 63, 10), (129, 257, 1)] {
+            let mut c = Case::new();
+            let ops = with_dropout(forward_then_output(&mut c, shape, Some(Activation::Relu), Mode::Train), 0.5);
+            c.check_with(&split, &ops, mb, b, tol(shape.0));
+            let want = ["linear_forward_tiled (k split)", "output_wide (sums)"];
+            assert_eq!(gpu_layers::plan(&ops, &tiles, false, limits, mb), want, "{shape:?}");
+        }
+    }
+}
+
+/// The fused output layers with mean squared error instead of softmax cross-entropy, in every
+/// mode: `output_layer`, `output_wide` (forced onto narrow shapes), `forward_output` merged, and
+/// dh through a dropout; labels one past the classes, so some rows have a bad one.
+#[test]
+fn output_layers_with_mean_squared_error() {
+    let wide = Kernels::with_tiles(FusedTiles { wide_min: 1, ..FusedTiles::DEFAULT });
+    let mse = |mut op: Op| {
+        if let Op::OutputLayer { loss, .. } = &mut op {
+            *loss = Loss::Mse;
+        }
+        op
+    };
+    for (mb, b) in BATCHES {
+        for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+            for (i, classes) in [(1, 2), (17, 10), (65, 16), (129, 3)] {
+                for (kernels, name) in [(kernels(), "output_layer"), (&wide, "output_wide")] {
+                    let (c, op) = output_layer_case(i, classes, classes as u32 + 1, mode, Some(Activation::Tanh));
+                    let op = mse(op);
+                    c.check_with(kernels, std::slice::from_ref(&op), mb, b, tol(i));
+                    assert_eq!(gpu_layers::plan(&[op], &kernels.tiles(), false, &test_context().limits, mb), [name]);
+                }
+            }
+            for shape in [(17, 63, 10), (63, 17, 3)] {
+                let mut c = Case::new();
+                let [f, o] = forward_then_output(&mut c, shape, Some(Activation::Relu), mode);
+                let ops = [f, mse(o)];
+                let ops = if mode == Mode::Train { with_dropout(ops, 0.3) } else { ops };
+                assert_eq!(c.check_with(kernels(), &ops, mb, b, tol(shape.0.max(shape.1))), 1, "{shape:?} merged");
+            }
         }
     }
 }

@@ -118,13 +118,110 @@ fn deeper_tanh_and_hidden_free_networks_gpu_equals_cpu() {
 }
 
 /// Dropout (the same masks on both devices, drawn from the step counter), GELU, sigmoid, flatten
-/// and MSE: networks the fused kernels do not cover, so both "fusions" run the composed tapes.
+/// and MSE: with GELU or MSE the fused kernels do not cover the network, so both "fusions" run
+/// the composed tapes (its dropout layers as `dropout_forward` and `dropout_backward`).
 #[test]
 fn dropout_gelu_sigmoid_and_mse_networks_gpu_equals_cpu() {
     for (text, loss) in [("13-17-relu-dropout0.3-9-gelu-5", Loss::CrossEntropy), ("flatten-13-17-sigmoid-dropout0.5-5-tanh", Loss::Mse)] {
         let spec = NetworkSpec::parse(text, loss).unwrap();
         gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused);
         gpu_matches_cpu(&spec, Optimizer::adam(1e-3), Fusion::Composed);
+    }
+}
+
+/// The dropout networks the fused kernels cover (one to three hidden layers, ReLU, tanh and
+/// sigmoid, dropout after some or all of them, odd widths): no dropout dispatch on the GPU; both
+/// devices' fused tapes step by step (the last batch short), three steps in one submission (the
+/// mask step handed from each step's update to the next step), and the CPU's fused tape against
+/// its composed one (the same masks, from the same seeds and steps).
+#[test]
+fn fused_dropout_networks_gpu_equals_cpu() {
+    let ctx = test_context();
+    for text in [
+        "13-17-relu-dropout0.3-5",
+        "9-17-tanh-dropout0.5-6-sigmoid-dropout0.2-3",
+        "13-33-relu-dropout0.2-9-relu-7-sigmoid-dropout0.4-5",
+        "flatten-13-63-relu-dropout0.1-65-tanh-dropout0.5-4",
+    ] {
+        let spec = NetworkSpec::parse(text, Loss::CrossEntropy).unwrap();
+        assert_eq!(gpu_layers::Network::fused_blocker(&spec), None, "{text}");
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            let g = gpu(&spec, opt, 17, Fusion::Fused);
+            assert_eq!(g.network().fusion, Fusion::Fused, "{text}");
+            let kernels = g.step_kernels(None);
+            assert!(!kernels.iter().any(|k| k.starts_with("dropout")), "{text}: {kernels:?}");
+            gpu_matches_cpu(&spec, opt, Fusion::Fused);
+            // Three steps in one submission.
+            let mut c = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
+            let (x, labels) = batch(11, spec.input(), spec.output(), 9);
+            g.write_batch(ctx, &x, &labels).unwrap();
+            g.train_steps(ctx, 3).unwrap();
+            for _ in 0..3 {
+                c.train_step(&x, &labels).unwrap();
+            }
+            assert_params_close(ctx, &g, &c, &format!("{text} {}: 3 steps in one submission", opt.describe()));
+        }
+        let opt = Optimizer::sgd(0.1, 0.9);
+        let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
+        let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
+        assert_eq!(composed.network().fusion, Fusion::Composed);
+        for (step, rows) in [17, 17, 6].into_iter().enumerate() {
+            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 20);
+            fused.train_step(&x, &labels).unwrap();
+            composed.train_step(&x, &labels).unwrap();
+            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
+                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
+                    panic!("{text} step {step}: fused and composed CPU gradient {i}: {e}");
+                }
+            }
+        }
+    }
+    // A dropout the fused kernels cannot take (not after an activation) keeps the composed tapes.
+    let spec = NetworkSpec::parse("13-17-dropout0.2-9-relu-5", Loss::CrossEntropy).unwrap();
+    assert!(gpu_layers::Network::fused_blocker(&spec).unwrap().contains("dropout"));
+    gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused);
+}
+
+/// Mean squared error on the fused kernels (with and without dropout, one and two hidden
+/// layers), both devices step by step, and the CPU's fused tape against its composed one.
+#[test]
+fn fused_mean_squared_error_networks_gpu_equals_cpu() {
+    for text in ["2-8-tanh-2", "13-17-relu-dropout0.3-5", "9-17-sigmoid-6-tanh-dropout0.2-3"] {
+        let spec = NetworkSpec::parse(text, Loss::Mse).unwrap();
+        assert_eq!(gpu_layers::Network::fused_blocker(&spec), None, "{text}");
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            assert_eq!(gpu(&spec, opt, 17, Fusion::Fused).network().fusion, Fusion::Fused);
+            gpu_matches_cpu(&spec, opt, Fusion::Fused);
+        }
+        let opt = Optimizer::sgd(0.1, 0.9);
+        let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
+        let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
+        for (step, rows) in [17, 6].into_iter().enumerate() {
+            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 30);
+            fused.train_step(&x, &labels).unwrap();
+            composed.train_step(&x, &labels).unwrap();
+            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
+                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
+                    panic!("{text} mse step {step}: fused and composed CPU gradient {i}: {e}");
+                }
+            }
+        }
+        let (fm, cm) = (fused.take_metrics().unwrap(), composed.take_metrics().unwrap());
+        assert_eq!((fm.rows, fm.correct), (cm.rows, cm.correct));
+        assert_close(&[fm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+    }
+}
+
+/// The same within WebGPU's default limits (the browser's kernels: one layer per update, the
+/// smaller workgroups).
+#[test]
+fn fused_dropout_within_webgpu_default_limits_gpu_equals_cpu() {
+    let (ctx, kernels) = webgpu_defaults();
+    for text in ["13-17-relu-dropout0.3-5", "100-40-relu-dropout0.2-9-tanh-dropout0.5-5"] {
+        let spec = NetworkSpec::parse(text, Loss::CrossEntropy).unwrap();
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            gpu_matches_cpu_on(ctx, kernels, &spec, opt, Fusion::Fused);
+        }
     }
 }
 
@@ -686,9 +783,61 @@ fn split_steps_train_like_the_cpu() {
 }
 
 fn split_steps_match_cpu(kernels: &Arc<Kernels>, opts: &[Optimizer]) {
+    split_steps_of_match_cpu(kernels, opts, &NetworkSpec::new(77, &[40], 5).unwrap());
+}
+
+/// The split step with a dropout after the hidden layer: drawn in `forward_output (split)`
+/// (the mask step written by the previous step's update, in the same submission) and again
+/// for dh.
+#[test]
+fn split_steps_with_a_fused_dropout_train_like_the_cpu() {
+    let spec = NetworkSpec::parse("77-40-relu-dropout0.3-5", Loss::CrossEntropy).unwrap();
+    split_steps_of_match_cpu(kernels(), &[Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)], &spec);
+}
+
+/// A first layer that gathers its batches from bytes with a dropout after it: merged with the
+/// output layer (`forward_output (gathering)`, the split step off) and, in a deeper network,
+/// `linear_forward (gathering)`, each step recorded alone and then a whole epoch in one
+/// submission, on this adapter and within WebGPU's default limits.
+#[test]
+fn gathered_steps_with_a_fused_dropout_train_like_the_cpu() {
+    let unsplit = Kernels::with_tiles(FusedTiles { split: false, ..FusedTiles::DEFAULT });
+    let (web_ctx, web_kernels) = webgpu_defaults();
+    for (ctx, kernels) in [(test_context(), &unsplit), (web_ctx, web_kernels)] {
+        for text in ["13-11-relu-dropout0.3-5", "13-11-tanh-dropout0.5-7-relu-dropout0.2-5"] {
+            let (n, batch) = (37, 8);
+            let spec = NetworkSpec::parse(text, Loss::CrossEntropy).unwrap();
+            let bytes = Bytes::new(ctx, n, 13, 5, batch);
+            let opt = Optimizer::adam(1e-2);
+            let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
+            if !g.can_gather() {
+                continue;
+            }
+            let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+            let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
+            let steps = n.div_ceil(batch);
+            for s in 0..steps {
+                let (x, labels) = bytes.batch(s, batch, 13);
+                g.set_batch(ctx, x.rows).unwrap();
+                ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
+                c.train_step(&x, &labels).unwrap();
+                assert_params_close(ctx, &g, &c, &format!("{text} gathered step {s}"));
+            }
+            g.set_batch(ctx, batch).unwrap();
+            ctx.submit_pass("gathered steps", |pass| g.record_gathered_steps(gathered, 0..steps - 1, pass));
+            for s in 0..steps - 1 {
+                let (x, labels) = bytes.batch(s, batch, 13);
+                c.train_step(&x, &labels).unwrap();
+            }
+            assert_params_close(ctx, &g, &c, &format!("{text}: gathered steps in one submission"));
+        }
+    }
+}
+
+fn split_steps_of_match_cpu(kernels: &Arc<Kernels>, opts: &[Optimizer], spec: &NetworkSpec) {
     let ctx = test_context();
-    let (inputs, hidden, classes) = (77, 40, 5);
-    let spec = NetworkSpec::new(inputs, &[hidden], classes).unwrap();
+    let (inputs, classes) = (spec.input(), spec.output());
+    let spec = spec.clone();
     for (n, batch) in [(37, 8), (150, 70)] {
         let bytes = Bytes::new(ctx, n, inputs, classes, batch);
         let full = n / batch;

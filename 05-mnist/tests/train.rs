@@ -283,8 +283,8 @@ fn a_saved_model_with_dropout_evaluates_identically_after_loading() {
     assert!(reported > 0.8, "it learned: {reported}");
 }
 
-/// The GPU trains a network with dropout (composed tapes: dropout is not fused) to the same
-/// place as the CPU: the same masks, drawn from the same hash on both devices.
+/// The GPU trains a network with dropout (fused into the layer kernels) to the same place as
+/// the CPU: the same masks, drawn from the same hash on both devices.
 #[test]
 fn dropout_networks_train_alike_on_the_gpu_and_the_cpu() {
     let cfg = TrainConfig { layers: gpu_layers::sequential::parse_layers("784-64-relu-dropout0.5-10").unwrap(), ..config(1) };

@@ -9,7 +9,7 @@
 
 use cpu_matrix::Matrix;
 
-use crate::tape::{Mode, Transpose};
+use crate::tape::{FusedDropout, Mode, Transpose};
 use crate::{Activation, LayersError, Optimizer};
 
 /// `act(z)`; `None` is the identity. Matches `activate` in `shaders/common.wgsl`, NaN
@@ -355,11 +355,9 @@ pub fn dropout_hash(seed: u32, step: u32, index: u32) -> u32 {
     pcg_hash(index.wrapping_add(pcg_hash(step.wrapping_add(pcg_hash(seed)))))
 }
 
-/// Dropout's integer threshold: a unit is dropped when its hash is below `p * 2^32`, so the two
-/// devices compare the same integers (no float rounding in the decision).
-pub fn dropout_threshold(p: f32) -> u32 {
-    ((p as f64 * 4_294_967_296.0).floor() as u64).min(u32::MAX as u64) as u32
-}
+/// Dropout's integer threshold (defined beside the ops, `tape::dropout_threshold`): a unit is
+/// dropped when its hash is below `p * 2^32`.
+pub use crate::tape::dropout_threshold;
 
 /// `dropout_forward.wgsl`: inverted dropout of the live rows. For element `i` of x `[rows,
 /// cols]` (row-major index): `mask[i] = scale` when `dropout_hash(seed, step, i) >= threshold`
@@ -377,6 +375,51 @@ pub fn dropout_backward(dy: &mut [f32], mask: &[f32]) {
     for (d, &m) in dy.iter_mut().zip(mask) {
         *d *= m;
     }
+}
+
+/// A fused dropout's mask of element `i` (`mask_value` in `common.wgsl`): `1 / (1 - p)` when
+/// `dropout_hash(seed, step, i) >= threshold`, else 0, the same numbers as
+/// [`dropout_forward`]'s mask.
+pub fn fused_mask(drop: &FusedDropout, step: u32, i: usize) -> f32 {
+    if dropout_hash(drop.seed, step, i as u32) >= drop.threshold() { drop.scale() } else { 0.0 }
+}
+
+/// The forward half of a fused dropout: `y[i] *= mask(i)` over a layer's output `[rows, cols]`
+/// (row-major index `i`), after its activation.
+pub fn fused_dropout_forward(y: &mut [f32], drop: &FusedDropout, step: u32) {
+    for (i, v) in y.iter_mut().enumerate() {
+        *v *= fused_mask(drop, step, i);
+    }
+}
+
+/// The activation's outputs of a layer whose output went through a fused dropout: `stored[i] *
+/// (1 - p)` (a dropped unit's 0 stays 0; it is masked again anyway).
+pub fn fused_dropout_kept(stored: &[f32], drop: &FusedDropout) -> Vec<f32> {
+    stored.iter().map(|&v| v * drop.keep()).collect()
+}
+
+/// The backward half: `dx[i] *= mask(i)`, the mask the forward drew, drawn again.
+pub fn fused_dropout_backward(dx: &mut [f32], drop: &FusedDropout, step: u32) {
+    fused_dropout_forward(dx, drop, step);
+}
+
+/// `linear_backward_input.wgsl` when h went through a fused dropout: `dx = (dy W^T) *
+/// act'(stored * (1 - p)) * mask`; `stored` is h as the forward wrote it, masked.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward_input_dropout(
+    dy: &[f32],
+    rows: usize,
+    outputs: usize,
+    params: &[f32],
+    inputs: usize,
+    stored: &[f32],
+    act: Activation,
+    drop: &FusedDropout,
+    step: u32,
+) -> Result<Vec<f32>, LayersError> {
+    let mut dx = linear_backward_input(dy, rows, outputs, params, inputs, &fused_dropout_kept(stored, drop), act)?;
+    fused_dropout_backward(&mut dx, drop, step);
+    Ok(dx)
 }
 
 /// `mse.wgsl`: mean squared error against one-hot labels. y: `[rows, classes]`, labels:

@@ -4,8 +4,8 @@
 use crate::cpu::store::CpuStore;
 use crate::cpu::{fast, reference as cpu};
 use crate::tape::Op;
-use crate::wgsl::COUNTER_STEP;
-use crate::{Activation, LayersError};
+use crate::wgsl::{COUNTER_MASK_STEP, COUNTER_STEP};
+use crate::{Activation, LayersError, Loss};
 
 impl CpuStore {
     /// Runs the ops in order.
@@ -30,10 +30,10 @@ impl CpuStore {
 /// | `SoftmaxCrossEntropy` | `softmax_cross_entropy` | logits, labels | out, counters |
 /// | `ColumnSum` | `column_sum` | x | out |
 /// | `Update` | `update` (`sgd` / `adam`) | grads, counters (step) | params, state |
-/// | `LinearForward` | `fast::linear_forward` (reference `linear_forward`) | x, params | y |
-/// | `OutputLayer` | `fast::output_layer` (reference `output_layer`) | h, params, labels | out, dh, counters |
-/// | `LinearBackwardInput` | `fast::linear_backward_input` (reference `linear_backward_input`) | dy, params, h | dx |
-/// | `LinearUpdate` | `fast::linear_update` per layer (references `linear_grads`, then `update`) | x, dy, counters (step) | grads, params, state |
+/// | `LinearForward` | `fast::linear_forward` (reference `linear_forward`), then `fused_dropout_forward` with a dropout | x, params, counters (mask step) | y |
+/// | `OutputLayer` | `fast::output_layer` (reference `output_layer`); with MSE `fast::linear_forward` and `mse`; dh through a dropout or after MSE as `LinearBackwardInput` | h, params, labels, counters | out, dh, counters |
+/// | `LinearBackwardInput` | `fast::linear_backward_input` (reference `linear_backward_input`, `linear_backward_input_dropout`) | dy, params, h, counters (mask step) | dx |
+/// | `LinearUpdate` | `fast::linear_update` per layer (references `linear_grads`, then `update`) | x, dy, counters (step) | grads, params, state, counters (mask step) |
 /// | `ActivateCopy` | `activation_copy_forward` | x | y |
 /// | `ActivateCopyBackward` | `activation_copy_backward` | dy, x | dy |
 /// | `Dropout` | `dropout_forward` | x, counters (step) | y, mask |
@@ -78,10 +78,34 @@ pub(crate) fn run_op(store: &mut CpuStore, op: &Op) -> Result<(), LayersError> {
             cpu::update(&mut store.f32s[params.0][..len], &g, &mut st, opt, step);
             store.f32s[state.0] = st;
         }
-        Op::LinearForward { x, params, y, act } => {
+        Op::LinearForward { x, params, y, act, drop } => {
             store.with_mut(y.tensor, |t, yv| fast::linear_forward(t.get(x), b, x.cols, &t.f32s[params.0], y.cols, act, yv));
+            if let Some(d) = drop {
+                let (n, step) = (store.len(y), store.u32s[d.counters.0][COUNTER_MASK_STEP]);
+                cpu::fused_dropout_forward(&mut store.f32s[y.tensor.0][..n], &d, step);
+            }
         }
-        Op::OutputLayer { h, params, labels, out, dh, counters, mode } => {
+        Op::OutputLayer { h, params, labels, out, dh: Some((dv, act)), drop, loss, counters, mode }
+            if drop.is_some() || loss == Loss::Mse =>
+        {
+            // The output layer without dh, then dh (through h's dropout, if any) from dL/dz.
+            let plain = Op::OutputLayer { h, params, labels, out, dh: None, drop: None, loss, counters, mode };
+            run_op(store, &plain)?;
+            if mode == crate::Mode::Train {
+                let dy = Op::LinearBackwardInput { dy: out, params, h, act, dx: dv, drop };
+                run_op(store, &dy)?;
+            }
+        }
+        Op::OutputLayer { h, params, labels, out, dh: None, loss: Loss::Mse, counters, mode, .. } => {
+            // Outputs `h W + b` (the fast forward), then the loss's reference.
+            let (classes, n) = (out.cols, store.len(out));
+            let mut y = vec![0.0; n];
+            fast::linear_forward(store.get(h), b, h.cols, &store.f32s[params.0], classes, None, &mut y);
+            let labels = store.u32s[labels.0][..b].to_vec();
+            let stats = store.with_mut(out.tensor, |_, o| cpu::mse(&y, classes, &labels, mode, inv_rows, &mut o[..n]));
+            store.count(counters, stats, mode);
+        }
+        Op::OutputLayer { h, params, labels, out, dh, counters, mode, .. } => {
             let mut o = std::mem::take(&mut store.f32s[out.tensor.0]);
             let mut d = dh.map(|(v, _)| std::mem::take(&mut store.f32s[v.tensor.0]));
             let dh_arg = match (dh, d.as_mut()) {
@@ -106,9 +130,19 @@ pub(crate) fn run_op(store: &mut CpuStore, op: &Op) -> Result<(), LayersError> {
             }
             store.count(counters, stats, mode);
         }
-        Op::LinearBackwardInput { dy, params, h, act, dx } => {
+        Op::LinearBackwardInput { dy, params, h, act, dx, drop: None } => {
             store.with_mut(dx.tensor, |t, d| {
                 fast::linear_backward_input(t.get(dy), b, dy.cols, &t.f32s[params.0], dx.cols, t.get(h), act, d)
+            });
+        }
+        Op::LinearBackwardInput { dy, params, h, act, dx, drop: Some(d) } => {
+            // The activation's outputs (h as stored times 1 - p), the fast backward, then the mask.
+            let kept = cpu::fused_dropout_kept(store.get(h), &d);
+            let step = store.u32s[d.counters.0][COUNTER_MASK_STEP];
+            let n = store.len(dx);
+            store.with_mut(dx.tensor, |t, dxv| {
+                fast::linear_backward_input(t.get(dy), b, dy.cols, &t.f32s[params.0], dx.cols, &kept, act, dxv);
+                cpu::fused_dropout_backward(&mut dxv[..n], &d, step);
             });
         }
         Op::ActivateCopy { x, y, act } => {
@@ -147,6 +181,8 @@ pub(crate) fn run_op(store: &mut CpuStore, op: &Op) -> Result<(), LayersError> {
                 store.f32s[l.grads.0] = g;
                 store.f32s[l.state.0] = st;
             }
+            // As the kernels do: the next step's fused dropout masks are drawn for this step count.
+            store.u32s[counters.0][COUNTER_MASK_STEP] = step;
         }
     }
     Ok(())

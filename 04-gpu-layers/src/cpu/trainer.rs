@@ -130,7 +130,8 @@ impl CpuTrainer {
             self.store.f32_mut(layer.params).copy_from_slice(&p);
             self.store.f32_mut(layer.state).iter_mut().for_each(|v| *v = 0.0);
         }
-        self.store.u32_mut(self.net.counters)[COUNTER_STEP] = 0;
+        // The step count and the step the fused dropout masks are drawn for.
+        self.store.u32_mut(self.net.counters)[COUNTER_STEP..].iter_mut().for_each(|v| *v = 0);
         Ok(())
     }
 

@@ -541,8 +541,8 @@ fn pipeline_layout(ctx: &GpuContext, label: &str, entries: &[wgpu::BindGroupLayo
 /// The gathering forward's layout (`id`: `linear_forward` or one of the `forward_output` forms),
 /// spelled out because its `slot` uniform (binding 7) has a dynamic offset, which a layout
 /// derived from the shader never has. Bindings as in `linear_forward.wgsl` and
-/// `forward_input_gather.wgsl`; for `forward_output`, also the output layer's (11-14), and the
-/// split form's partial sums (15).
+/// `forward_input_gather.wgsl` (for `linear_forward`, the counters at 14); for `forward_output`,
+/// also the output layer's (11-14), and the split form's partial sums (15).
 fn gather_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
     use wgpu::BufferBindingType::Uniform;
     let (entry, read, write) = (layout_entry, READ, WRITE);
@@ -558,7 +558,9 @@ fn gather_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
         entry(8, write, false), // x_out
         entry(9, write, false), // labels_out
     ];
-    if id != KernelId::LinearForwardGather {
+    if id == KernelId::LinearForwardGather {
+        entries.push(entry(14, read, false)); // counters (the dropout's mask step)
+    } else {
         entries.extend([
             entry(11, read, false),  // out_params
             entry(12, write, false), // out
@@ -588,7 +590,7 @@ fn split_update_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
         ]);
     }
     entries.extend([
-        entry(10, read, false), // counters
+        entry(10, write, false), // counters (Adam's step read, the dropout's mask step written)
         entry(11, Uniform, false),
         entry(12, Uniform, false),
         entry(13, read, false), // images

@@ -105,26 +105,28 @@ pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wg
 
 /// Whether `forward` (reading a ready input) and `output` run as a `linear_forward_tiled` split
 /// over k and an `output_wide` that adds up its partial sums: a `LinearForward` and the
-/// training `OutputLayer` that reads exactly its output (with the same activation for dh), on
+/// training `OutputLayer` that reads exactly its output (with the same activation and dropout
+/// for dh), on
 /// shapes and a device the tiles allow ([`FusedTiles::runs_k_split`]). Evaluation and prediction
 /// keep the unsplit forward: their tapes, often sized for far larger batches, then need no
 /// buffer of partial sums.
 fn runs_k_split_pair(forward: &Op, output: &Op, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize) -> bool {
-    let (Op::LinearForward { x, y, act, .. }, Op::OutputLayer { h, out, dh, mode: Mode::Train, .. }) = (forward, output) else {
+    let (Op::LinearForward { x, y, act, drop: fd, .. }, Op::OutputLayer { h, out, dh, drop, mode: Mode::Train, .. }) = (forward, output)
+    else {
         return false;
     };
-    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act) && fd == drop;
     h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.runs_k_split(x.rows.at(max_batch), y.cols, out.cols, limits)
 }
 
 /// Whether `forward` and `output` run merged as one `forward_output` dispatch: a
 /// `LinearForward` and the `OutputLayer` that reads exactly its output (with the same
-/// activation for dh), on shapes and a device the tiles allow ([`FusedTiles::merges`]).
+/// activation and dropout for dh), on shapes and a device the tiles allow ([`FusedTiles::merges`]).
 fn merges(forward: &Op, output: &Op, tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits) -> bool {
-    let (Op::LinearForward { y, act, .. }, Op::OutputLayer { h, out, dh, .. }) = (forward, output) else {
+    let (Op::LinearForward { y, act, drop: fd, .. }, Op::OutputLayer { h, out, dh, drop, .. }) = (forward, output) else {
         return false;
     };
-    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act);
+    let same_act = dh.is_none_or(|(_, a)| Some(a) == *act) && fd == drop;
     h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.merges(y.cols, out.cols, gather, limits)
 }
 

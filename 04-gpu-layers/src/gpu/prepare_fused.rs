@@ -6,9 +6,9 @@ use common::GpuContext;
 
 use crate::gpu::dispatch::{ByteImages, Dispatch, StoreBuffers, check_groups};
 use crate::gpu::kernels::{KernelId, Kernels};
-use crate::gpu::prepare_linear::{forward_kernel, update_uniform};
+use crate::gpu::prepare_linear::{forward_kernel, mask_counters, update_uniform};
 use crate::tape::{Op, TensorId};
-use crate::wgsl::{ForwardOutputParams, GatherSlot, LinearParams, Split, Update};
+use crate::wgsl::{DropoutMask, ForwardOutputParams, GatherSlot, LinearParams, MASK_COUNTERS_BINDING, Split, Update};
 use crate::{Activation, LayersError};
 
 
@@ -23,7 +23,7 @@ pub(crate) fn prepare_gathered(
     labels: TensorId,
     source: &ByteImages<'_>,
 ) -> Result<Dispatch, LayersError> {
-    let Op::LinearForward { x, params, y, act } = *op else {
+    let Op::LinearForward { x, params, y, act, drop } = *op else {
         return Err(LayersError::Spec(format!("only a linear_forward can gather its input, not {}", op.kernel_name())));
     };
     let buf = |t: TensorId| &store.buffers[t.0];
@@ -33,10 +33,17 @@ pub(crate) fn prepare_gathered(
     let uniform = store.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: 0 },
+        &LinearParams {
+            inputs: x.cols as u32,
+            outputs: y.cols as u32,
+            act: Activation::code(act),
+            k_split: 0,
+            drop: DropoutMask::new(drop),
+        },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
-    let bound = gather_bindings(store, source, buf(params), buf(y.tensor), &uniform, buf(x.tensor), buf(labels));
+    let mut bound = gather_bindings(store, source, buf(params), buf(y.tensor), &uniform, buf(x.tensor), buf(labels));
+    bound.push((MASK_COUNTERS_BINDING, mask_counters(store, drop)));
     let bind_group = bind_with_slot(store, ctx, name, &pipeline, &bound, 7, source)?;
     Ok(Dispatch::Gathered { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), stride: source.stride, opt_uniform: None })
 }
@@ -117,13 +124,18 @@ pub(crate) fn prepare_forward_output(
     output: &Op,
     input: MergedInput<'_>,
 ) -> Result<Dispatch, LayersError> {
-    let (Op::LinearForward { x, params, y, act }, Op::OutputLayer { h, params: out_params, labels, out, dh, counters, mode }) =
-        (forward, output)
+    let (
+        Op::LinearForward { x, params, y, act, drop: forward_drop },
+        Op::OutputLayer { h, params: out_params, labels, out, dh, drop, loss, counters, mode },
+    ) = (forward, output)
     else {
         return Err(LayersError::Spec(format!("forward_output merges a linear_forward and an output_layer, not {} and {}", forward.kernel_name(), output.kernel_name())));
     };
     if h.tensor != y.tensor || h.cols != y.cols {
         return Err(LayersError::Spec("forward_output: the output layer must read the forward's output".into()));
+    }
+    if forward_drop != drop && (dh.is_some() || drop.is_some()) {
+        return Err(LayersError::Spec("forward_output: dh must go through the dropout its forward draws".into()));
     }
     let buf = |t: TensorId| &store.buffers[t.0];
     let tiles = kernels.tiles().fitted(ctx.limits.max_compute_invocations_per_workgroup);
@@ -148,7 +160,8 @@ pub(crate) fn prepare_forward_output(
             x_inputs: x.cols as u32,
             act: Activation::code(*act),
             partial_rows: store.max_batch as u32,
-            _pad: 0,
+            loss: crate::wgsl::loss_code(*loss),
+            drop: DropoutMask::new(*forward_drop),
         },
     );
     let groups = ctx.workgroups_1d(x.rows.at(store.max_batch).div_ceil(tiles.merged_tr as usize) as u64, 1)?;

@@ -7,15 +7,15 @@ use common::GpuContext;
 use crate::gpu::dispatch::{Dispatch, StoreBuffers, check_groups, in_order};
 use crate::gpu::kernels::{KernelId, Kernels};
 use crate::gpu::plan::{KERNEL_FORWARD_SPLIT, KERNEL_FORWARD_SPLIT_COOP, coop_update, forward_kernel_id};
-use crate::tape::{LayerUpdate, Op, TensorId};
+use crate::tape::{FusedDropout, LayerUpdate, Op, TensorId};
 use crate::tiles::FusedTiles;
-use crate::wgsl::{self, LayerShape, LinearParams, Opt, OutputLayerParams, Split, Update};
+use crate::wgsl::{self, DropoutMask, LayerShape, LinearParams, Opt, OutputLayerParams, Split, Update};
 use crate::{Activation, LayersError, Optimizer};
 
 /// A `LinearForward` reading a ready input: `linear_forward` (`TN x TR` outputs per workgroup)
 /// or `linear_forward_tiled` (`FT_N x FT_M`); x, params, y, the batch, [`LinearParams`].
 pub(crate) fn prepare_linear_forward(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
-    let Op::LinearForward { x, params, y, act } = *op else {
+    let Op::LinearForward { x, params, y, act, drop } = *op else {
         return Err(LayersError::Spec(format!("not a linear_forward: {}", op.kernel_name())));
     };
     let name = op.kernel_name();
@@ -24,17 +24,31 @@ pub(crate) fn prepare_linear_forward(store: &StoreBuffers<'_>, ctx: &GpuContext,
     let uniform = store.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: 0 },
+        &LinearParams {
+            inputs: x.cols as u32,
+            outputs: y.cols as u32,
+            act: Activation::code(act),
+            k_split: 0,
+            drop: DropoutMask::new(drop),
+        },
     );
     let bound = [store.buf(x.tensor), store.buf(params), store.buf(y.tensor), store.batch_uniform];
-    store.kernel(ctx, kernels, name, id, &in_order(&bound, &uniform), (gx as u32, gy as u32, 1))
+    let mut numbered = in_order(&bound, &uniform);
+    numbered.push((wgsl::MASK_COUNTERS_BINDING, mask_counters(store, drop)));
+    store.kernel(ctx, kernels, name, id, &numbered, (gx as u32, gy as u32, 1))
+}
+
+/// What a kernel with an optional fused dropout binds as its counters (read only for the mask
+/// step, and only with a dropout): the network's counters, or the read-only placeholder.
+pub(crate) fn mask_counters<'a>(store: &StoreBuffers<'a>, drop: Option<FusedDropout>) -> &'a wgpu::Buffer {
+    drop.map_or(store.placeholder, |d| store.buf(d.counters))
 }
 
 /// An `OutputLayer`: `output_wide` where [`FusedTiles::output_wide`] says so, else
 /// `output_layer`, as many rows per workgroup as the tiles say and its logits hold (`RPW`); h,
 /// params, labels, out, dh (or a placeholder), counters, the batch, [`OutputLayerParams`].
 pub(crate) fn prepare_output_layer(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
-    let Op::OutputLayer { h, params, labels, out, dh, counters, mode } = *op else {
+    let Op::OutputLayer { h, params, labels, out, dh, drop, loss, counters, mode } = *op else {
         return Err(LayersError::Spec(format!("not an output_layer: {}", op.kernel_name())));
     };
     let tiles = kernels.tiles();
@@ -57,6 +71,9 @@ pub(crate) fn prepare_output_layer(store: &StoreBuffers<'_>, ctx: &GpuContext, k
         sums: 0,
         below_inputs: 0,
         below_act: 0,
+        drop: DropoutMask::new(drop),
+        loss: wgsl::loss_code(loss),
+        _pad: [0; 3],
     };
     let uniform = store.manager.uniform(ctx, name, &params_u);
     let bound = [
@@ -75,7 +92,7 @@ pub(crate) fn prepare_output_layer(store: &StoreBuffers<'_>, ctx: &GpuContext, k
 /// A `LinearBackwardInput`: `BACKWARD_INPUT_K` columns of dx by `BACKWARD_INPUT_R` rows per
 /// workgroup; dy, params, h, dx, the batch, [`LinearParams`].
 pub(crate) fn prepare_backward_input(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
-    let Op::LinearBackwardInput { dy, params, h, act, dx } = *op else {
+    let Op::LinearBackwardInput { dy, params, h, act, dx, drop } = *op else {
         return Err(LayersError::Spec(format!("not a linear_backward_input: {}", op.kernel_name())));
     };
     let name = op.kernel_name();
@@ -85,10 +102,25 @@ pub(crate) fn prepare_backward_input(store: &StoreBuffers<'_>, ctx: &GpuContext,
     let uniform = store.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: dx.cols as u32, outputs: dy.cols as u32, act: Activation::code(Some(act)), k_split: 0 },
+        &LinearParams {
+            inputs: dx.cols as u32,
+            outputs: dy.cols as u32,
+            act: Activation::code(Some(act)),
+            k_split: 0,
+            drop: DropoutMask::new(drop),
+        },
     );
-    let bound = [store.buf(dy.tensor), store.buf(params), store.buf(h.tensor), store.buf(dx.tensor), store.batch_uniform];
-    store.kernel(ctx, kernels, name, KernelId::LinearBackwardInput, &in_order(&bound, &uniform), (gx as u32, gy as u32, 1))
+    let bound = [
+        store.buf(dy.tensor),
+        store.buf(params),
+        store.buf(h.tensor),
+        store.buf(dx.tensor),
+        store.batch_uniform,
+        &uniform,
+        mask_counters(store, drop),
+    ];
+    let numbered: Vec<(u32, &wgpu::Buffer)> = (0..).zip(bound).collect();
+    store.kernel(ctx, kernels, name, KernelId::LinearBackwardInput, &numbered, (gx as u32, gy as u32, 1))
 }
 
 /// A `LinearUpdate`: `linear_update` (or, with a wide layer and f16 inputs, `linear_update_coop`:
@@ -209,7 +241,7 @@ pub(crate) fn prepare_output_wide(
     op: &Op,
     below: Option<BelowSums<'_>>,
 ) -> Result<Dispatch, LayersError> {
-    let Op::OutputLayer { h, params, labels, out, dh, counters, mode } = *op else {
+    let Op::OutputLayer { h, params, labels, out, dh, drop, loss, counters, mode } = *op else {
         return Err(LayersError::Spec(format!("output_wide runs an output_layer, not {}", op.kernel_name())));
     };
     let buf = |t: TensorId| &store.buffers[t.0];
@@ -219,7 +251,10 @@ pub(crate) fn prepare_output_wide(
     };
     let sums = u32::from(below.is_some());
     let (partials, below_params, below_inputs, below_act) = match below {
-        Some(BelowSums { forward: Op::LinearForward { x, params, act, .. }, partials }) => {
+        Some(BelowSums { forward: Op::LinearForward { x, params, act, drop: below_drop, .. }, partials }) => {
+            if *below_drop != drop {
+                return Err(LayersError::Spec("output_wide's sums: h's dropout must be the one its layer draws".into()));
+            }
             (partials, buf(*params), x.cols as u32, Activation::code(*act))
         }
         Some(BelowSums { forward, .. }) => {
@@ -237,6 +272,9 @@ pub(crate) fn prepare_output_wide(
         sums,
         below_inputs,
         below_act,
+        drop: DropoutMask::new(drop),
+        loss: wgsl::loss_code(loss),
+        _pad: [0; 3],
     };
     let uniform = store.manager.uniform(ctx, name, &params_u);
     let pipeline = kernels.pipeline(ctx, KernelId::OutputWide)?;
@@ -268,7 +306,7 @@ pub(crate) fn prepare_forward_split(
     op: &Op,
     partials: &wgpu::Buffer,
 ) -> Result<Dispatch, LayersError> {
-    let Op::LinearForward { x, params, y, act } = *op else {
+    let Op::LinearForward { x, params, y, act, .. } = *op else {
         return Err(LayersError::Spec(format!("only a linear_forward splits its k loop, not {}", op.kernel_name())));
     };
     let tiles = kernels.tiles();
@@ -289,10 +327,20 @@ pub(crate) fn prepare_forward_split(
     let uniform = store.manager.uniform(
         ctx,
         name,
-        &LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(act), k_split: tiles.k_splits },
+        // The raw partial sums take no mask: output_wide draws it as it finishes h.
+        &LinearParams {
+            inputs: x.cols as u32,
+            outputs: y.cols as u32,
+            act: Activation::code(act),
+            k_split: tiles.k_splits,
+            drop: DropoutMask::NONE,
+        },
     );
     let pipeline = kernels.pipeline(ctx, id)?;
-    let bound = [(0, buf(x.tensor)), (1, buf(params)), (2, partials), (3, store.batch_uniform), (4, &uniform)];
+    let mut bound = vec![(0, buf(x.tensor)), (1, buf(params)), (2, partials), (3, store.batch_uniform), (4, &uniform)];
+    if id == KernelId::LinearForwardTiled {
+        bound.push((wgsl::MASK_COUNTERS_BINDING, store.placeholder));
+    }
     let bind_group = store.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
     Ok(Dispatch::Kernel { pipeline, bind_group, groups: (gx as u32, gy as u32, tiles.k_splits), opt_uniform: None })
 }

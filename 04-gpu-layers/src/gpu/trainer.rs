@@ -411,9 +411,11 @@ impl GpuTrainer {
                 let state_len = self.net.tensors[layer.state.0].capacity(self.max_batch());
                 self.store.write_f32(ctx, layer.state, &vec![0.0; state_len])?;
             }
-            // The step count alone goes back to 0; the loss and accuracy sums stay.
+            // The step count (and the step the fused dropout masks are drawn for) alone go back
+            // to 0; the loss and accuracy sums stay.
             let step_offset = (COUNTER_STEP * std::mem::size_of::<u32>()) as u64;
-            ctx.queue.write_buffer(self.store.buffer(self.net.counters), step_offset, bytemuck::bytes_of(&0u32));
+            let zeros = [0u32; COUNTERS - COUNTER_STEP];
+            ctx.queue.write_buffer(self.store.buffer(self.net.counters), step_offset, bytemuck::cast_slice(&zeros));
             Ok(())
         })?
     }

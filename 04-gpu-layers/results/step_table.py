@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Makes h200-step.csv, the chapter's table, from the raw outputs of `gpu-layers --bench-only`.
+
+Every row of the table is one `tape` row of one `== speed:` block of a file listed in RUNS,
+with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
+39fe4a4) and its matmul precision. `us/step` is the
+`µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
+steps into its pass (938 at batch 64, 235 at batch 256). The rows of h200-step-twins.csv come
+last: the CUDA twin of the split step (`reference/cuda_mnist_split.cu`), copied from
+`reference/h200/twins/run2-summary.txt` (whole steps, and empty kernels on the same grids).
+Remake the table:
+
+    python3 04-gpu-layers/results/step_table.py > 04-gpu-layers/results/h200-step.csv
+    cargo run -p tables
+"""
+import csv
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (file relative to this folder, build, precision, optimizers kept, tape rows left out). The later
+# runs keep their Adam rows (the dropout networks are timed with Adam) and leave out the
+# bounds-checked ones, which the first run already shows.
+ALL = {"SGD", "Adam"}
+RUNS = [
+    ("../../05-mnist/results/h200-44fbb70/bench_128_b64.txt", "composed dropout", "f32", ALL, set()),
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f32.txt", "composed dropout", "f32", ALL, set()),
+    # Its bounds-checked rows run the f32 kernels (the checked kernels have no tensor cores).
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f16.txt", "composed dropout", "f16 inputs", ALL, {"fused+chk"}),
+    ("h200-fused-dropout/bench_b64.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
+    ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
+    ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}),
+]
+
+PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
+HEADER = ["network", "batch", "optimizer", "precision", "path", "dispatches per step", "µs per step", "ms per epoch", "build", "adapter"]
+
+
+def rows(path, run, precision, optimizers, skip):
+    block = None
+    with open(os.path.join(HERE, path), encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"== speed: (\S+), batch (\d+), (SGD|Adam) ", line)
+            if m:
+                block = {"network": m.group(1), "batch": m.group(2), "optimizer": m.group(3)}
+                continue
+            m = re.match(r"\s+adapter: (.*?); GPU time from", line)
+            if m and block is not None:
+                block["adapter"] = m.group(1)
+                continue
+            m = re.match(r"\s*(fused\+chk|fused|composed|split) \|\s+(\d+) \|\s+([\d.]+)\s+([\d.]+) \|", line)
+            if m and block is not None and m.group(1) not in skip and block["optimizer"] in optimizers:
+                tape, dispatches, ms, us = m.groups()
+                yield [block["network"], block["batch"], block["optimizer"], precision, PATHS[tape], dispatches, us, ms, run, block["adapter"]]
+
+
+def main():
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    out.writerow(HEADER)
+    for path, run, precision, optimizers, skip in RUNS:
+        if not os.path.exists(os.path.join(HERE, path)):
+            sys.exit(f"step_table.py: {path} is missing")
+        for row in rows(path, run, precision, optimizers, skip):
+            out.writerow(row)
+    with open(os.path.join(HERE, "h200-step-twins.csv"), encoding="utf-8", newline="") as f:
+        twins = csv.reader(f)
+        if next(twins) != HEADER:
+            sys.exit("step_table.py: h200-step-twins.csv has other columns than the table")
+        out.writerows(twins)
+
+
+if __name__ == "__main__":
+    main()
