@@ -221,6 +221,11 @@ fn every_tune_tile_is_correct() {
                 // Aligned strides: the kernel itself, over several workgroups and k-steps.
                 let (used, _) = check(&mm, 260, 36, 132, t, 4);
                 assert_eq!(used, kernel);
+                // k a multiple of the depth, blocks wholly inside C: the interior loops (kernel
+                // 05's unrolled by two), with an even and an odd number of k-steps.
+                for (m, k, n, seed) in [(264, 48, 260, 5), (136, 40, 132, 6)] {
+                    assert_eq!(check(&mm, m, k, n, t, seed).0, kernel);
+                }
             }
         }
     }
