@@ -24,7 +24,7 @@
 // Interior workgroups load without tests. The shape tests of `load_a4`/`load_b4` (is the row
 // inside, mask the columns past the edge) cost instructions in every k-step, and on the H200
 // this kernel is limited by how fast instructions issue: its CUDA twin
-// (reference/cuda_matmul_05.cu), profiled with Nsight Compute, kept the issue slots 78% busy
+// (reference/cuda_matmul_05.cu), profiled with Nsight Compute, issued an instruction on 78% of cycles
 // with "selected" and "not selected" the top stall reasons, so every instruction taken out of
 // the loop is time saved. A workgroup whose block lies wholly inside C, with k a multiple of
 // BK, runs `k_steps(.., true)`, whose loads have no tests; the edge workgroups run
