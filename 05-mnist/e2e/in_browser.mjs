@@ -204,8 +204,12 @@ async function trainOneEpoch(page, where, layers = "128", minAccuracy = MIN_ACCU
 async function stopRun(page, where, stepSeconds) {
   await page.fill("#epochs", "50");
   await page.fill("#limit_train", TRAIN);
+  // The observer sees every line the page writes: on a fast path (the CPU threads train an
+  // epoch of 5,000 images in about 0.2 s) a batch line stands for less than a polling interval.
+  await watchProgress(page);
   await page.click("#start");
-  await page.locator("#progress-text", { hasText: / · batch \d+\// }).waitFor({ timeout: 120_000 });
+  await page.waitForFunction(() => window.__progress.some(([, text]) => / · batch \d+\//.test(text)), null,
+    { timeout: 120_000, polling: 50 });
   const pressed = Date.now();
   await page.click("#stop");
   await page.locator("#start:not([disabled])").waitFor({ timeout: 120_000 });
