@@ -10,7 +10,9 @@
 //! tapes op by op). The fused kernels cover the classic MLP: linear layers with exactly one ReLU,
 //! tanh or sigmoid between two of them, each optionally followed by a dropout (drawn in the
 //! kernel that writes the activation and again in the backward ones, never stored), flatten
-//! allowed anywhere, and softmax cross-entropy or mean squared error. Any other list (GELU, two
+//! allowed anywhere, and softmax cross-entropy or mean squared error. A GELU between two linear
+//! layers runs as an elementwise op beside them (its derivative needs the pre-activation, which
+//! the linear kernels then write instead of an activation). Any other list (two
 //! activations in a row, a dropout not after an activation, an activation after the last linear
 //! layer, ...) gets the composed tapes even when `Fused` is asked for: [`Network::fused_blocker`]
 //! says why, and [`Network::fusion`] holds what was built.
@@ -194,9 +196,11 @@ impl Network {
                 }
                 // A routed layer runs the primitive ops, which have no fused dropout: neither its
                 // output nor its input may have one.
+                // Nor may a GELU layer's, whose pre-activation the routed ops do not keep.
+                let gelu_at = |l: usize| acts.get(l) == Some(&Activation::Gelu);
                 for l in 0..net.routed.len() {
-                    let below = l > 0 && drops.get(l - 1).copied().flatten().is_some();
-                    if drops.get(l).copied().flatten().is_some() || below {
+                    let below = l > 0 && (drops.get(l - 1).copied().flatten().is_some() || gelu_at(l - 1));
+                    if drops.get(l).copied().flatten().is_some() || gelu_at(l) || below {
                         net.routed[l] = false;
                     }
                 }
@@ -206,7 +210,18 @@ impl Network {
                     hidden.push(t.add(format!("hidden{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
                     deltas.push(t.add(format!("delta{}", l + 1), Dim::Batch, lin.outputs, Elem::F32));
                 }
-                let fused = FusedPlan { net: &net, t: &t, acts, drops, hidden, deltas };
+                // A GELU layer keeps its pre-activation for its backward pass, and with a dropout
+                // after it also the GELU's output and the mask.
+                let mut gelu = Vec::new();
+                for (l, lin) in net.linears[..net.linears.len() - 1].iter().enumerate() {
+                    let n = l + 1;
+                    let mut add = |role: &str| t.add(format!("{role}{n}"), Dim::Batch, lin.outputs, Elem::F32);
+                    gelu.push((acts[l] == Activation::Gelu).then(|| Gelu {
+                        pre: add("pre-activation"),
+                        dropped: drops[l].map(|d| (add("GELU output"), add("dropout mask"), DropoutLayer { p: d.p, seed: d.seed })),
+                    }));
+                }
+                let fused = FusedPlan { net: &net, t: &t, acts, drops, hidden, deltas, gelu };
                 let (train, eval, predict) = (fused.train_ops(), fused.forward_ops(Mode::Eval), fused.forward_ops(Mode::Predict));
                 net.train = train;
                 net.eval = eval;
@@ -230,8 +245,10 @@ impl Network {
     }
 
     /// Why the fused kernels cannot run `spec` (None when they can): they implement linear
-    /// layers with exactly one ReLU, tanh or sigmoid between two of them, optionally followed by
-    /// a dropout (fused into the same kernels), and softmax cross-entropy or mean squared error.
+    /// layers with exactly one activation between two of them, optionally followed by a dropout,
+    /// and softmax cross-entropy or mean squared error. ReLU, tanh and sigmoid (and their dropout)
+    /// run inside the linear kernels; GELU runs as an elementwise op of its own beside them (its
+    /// derivative needs its input, which the linear kernels do not keep), its dropout too.
     pub fn fused_blocker(spec: &NetworkSpec) -> Option<String> {
         let layers: Vec<(usize, &Layer)> = spec.layers().iter().enumerate().filter(|(_, l)| !matches!(l, Layer::Flatten)).collect();
         let unfit = |a: (usize, &Layer), b: (usize, &Layer)| {
@@ -250,9 +267,6 @@ impl Network {
         let mut i = 1;
         while i < layers.len() {
             match layers[i].1 {
-                Layer::Activation(Activation::Gelu) => {
-                    return Some("GELU is not fused: its backward pass needs its input, which the fused kernels do not keep".into());
-                }
                 Layer::Activation(_) => {}
                 _ => return unfit(layers[i - 1], layers[i]),
             }
@@ -399,7 +413,8 @@ impl Network {
 
 /// The fused tapes of a network the fused kernels cover: `acts[l]` is the activation after
 /// linear layer `l`, `drops[l]` the dropout after it (training only), `hidden[l]`/`deltas[l]`
-/// its output (masked, with a dropout) and dL/d its pre-activation.
+/// its output (masked, with a dropout) and dL/d its pre-activation, `gelu[l]` what a GELU layer
+/// adds.
 struct FusedPlan<'a> {
     net: &'a Network,
     t: &'a Tensors,
@@ -407,6 +422,18 @@ struct FusedPlan<'a> {
     drops: Vec<Option<FusedDropout>>,
     hidden: Vec<TensorId>,
     deltas: Vec<TensorId>,
+    gelu: Vec<Option<Gelu>>,
+}
+
+/// A GELU hidden layer in the fused tapes: its linear kernel writes the pre-activation `pre`
+/// (`[B, out]`, no activation), `activation_copy_forward` the GELU into the layer's output, or,
+/// with a dropout, into the first tensor of `dropped`, which the composed dropout masks into
+/// the output (the second tensor holds the mask). Backward: stage 03's matmul for dL/d output,
+/// the dropout's mask, then GELU's derivative at `pre`.
+#[derive(Clone, Copy)]
+struct Gelu {
+    pre: TensorId,
+    dropped: Option<(TensorId, TensorId, DropoutLayer)>,
 }
 
 impl FusedPlan<'_> {
@@ -432,22 +459,35 @@ impl FusedPlan<'_> {
         let mut ops = Vec::new();
         for (l, layer) in layers[..last].iter().enumerate() {
             let h = self.t.view(self.hidden[l]);
-            if self.net.routed[l] {
+            if let Some(g) = self.gelu[l] {
+                let pre = self.t.view(g.pre);
+                ops.push(layer.forward_fused(self.input_of(l), pre, None, None));
+                let gelu = ActivationLayer { act: Activation::Gelu };
+                match g.dropped {
+                    Some((a, mask, d)) if self.drop(l, mode).is_some() => {
+                        ops.push(gelu.forward_copy(pre, self.t.view(a)));
+                        ops.push(d.forward(self.t.view(a), h, self.t.view(mask), self.net.counters));
+                    }
+                    _ => ops.push(gelu.forward_copy(pre, h)),
+                }
+            } else if self.net.routed[l] {
                 ops.extend(layer.forward(self.input_of(l), h));
                 ops.push(ActivationLayer { act: self.acts[l] }.forward(h));
             } else {
                 ops.push(layer.forward_fused(self.input_of(l), h, Some(self.acts[l]), self.drop(l, mode)));
             }
         }
-        // The fused output layer also backpropagates into the last hidden layer.
-        let dh = (mode == Mode::Train && last > 0).then(|| (self.delta_of(last - 1), self.acts[last - 1]));
+        // The fused output layer also backpropagates into the last hidden layer (unless it is a
+        // GELU layer: `train_ops` does that).
+        let gelu_below = last > 0 && self.gelu[last - 1].is_some();
+        let dh = (mode == Mode::Train && last > 0 && !gelu_below).then(|| (self.delta_of(last - 1), self.acts[last - 1]));
         ops.push(Op::OutputLayer {
             h: self.input_of(last),
             params: layers[last].params,
             labels: self.net.labels,
             out: self.t.view(self.net.out),
             dh,
-            drop: if last > 0 { self.drop(last - 1, mode) } else { None },
+            drop: if last > 0 && !gelu_below { self.drop(last - 1, mode) } else { None },
             loss: self.net.spec.loss(),
             counters: self.net.counters,
             mode,
@@ -455,15 +495,33 @@ impl FusedPlan<'_> {
         ops
     }
 
+    /// dL/d the pre-activation of GELU layer `l`, from layer `l + 1`'s: `delta_of(l + 1) W^T`
+    /// (stage 03's matmul), times the dropout's mask, times GELU's derivative at the
+    /// pre-activation, into `delta_of(l)`.
+    fn gelu_backward(&self, l: usize, ops: &mut Vec<Op>) {
+        let Some(g) = self.gelu[l] else { return };
+        let dx = self.delta_of(l);
+        ops.push(self.net.linears[l + 1].backward_input(self.delta_of(l + 1), dx));
+        if let Some((_, mask, d)) = g.dropped {
+            ops.push(d.backward(dx, self.t.view(mask)));
+        }
+        ops.push(ActivationLayer { act: Activation::Gelu }.backward_copy(dx, self.t.view(g.pre)));
+    }
+
     /// Forward, loss, backward, and the optimizer step for every layer.
     fn train_ops(&self) -> Vec<Op> {
         let layers = &self.net.linears;
         let last = layers.len() - 1;
         let mut ops = self.forward_ops(Mode::Train);
-        // The output layer produced delta_of(last - 1); continue below it.
+        // The output layer produced delta_of(last - 1) (a GELU layer's here); continue below it.
+        if last > 0 && self.gelu[last - 1].is_some() {
+            self.gelu_backward(last - 1, &mut ops);
+        }
         for l in (1..last).rev() {
             let below = self.delta_of(l - 1);
-            if self.net.routed[l] {
+            if self.gelu[l - 1].is_some() {
+                self.gelu_backward(l - 1, &mut ops);
+            } else if self.net.routed[l] {
                 ops.push(layers[l].backward_input(self.delta_of(l), below));
                 ops.push(ActivationLayer { act: self.acts[l - 1] }.backward(below, self.input_of(l)));
             } else {
@@ -589,7 +647,6 @@ mod tests {
         for (text, loss, why) in [
             ("784-dropout0.2-128-relu-10", Loss::CrossEntropy, "first"),
             ("784-128-relu-dropout0.2-dropout0.1-10", Loss::CrossEntropy, "dropout"),
-            ("784-128-gelu-10", Loss::CrossEntropy, "GELU"),
             ("4-8-relu-tanh-2", Loss::CrossEntropy, "ReLU then Tanh"),
             ("4-8-relu-2-sigmoid", Loss::CrossEntropy, "last"),
         ] {
@@ -598,6 +655,45 @@ mod tests {
             assert!(blocker.contains(why), "{text}: {why:?} not in {blocker:?}");
             assert_eq!(Network::new(&spec, opt, Fusion::Fused, 0).unwrap().fusion, Fusion::Composed, "{text}");
         }
+    }
+
+    #[test]
+    fn gelu_runs_beside_the_fused_kernels() {
+        let opt = Optimizer::adam(1e-3);
+        let spec = NetworkSpec::parse("784-128-gelu-10", Loss::CrossEntropy).unwrap();
+        assert_eq!(Network::fused_blocker(&spec), None);
+        let net = Network::new(&spec, opt, Fusion::Fused, 5).unwrap();
+        assert_eq!(net.fusion, Fusion::Fused);
+        assert_eq!(
+            names(&net.train),
+            ["linear_forward", "activation_copy_forward", "output_layer", "matmul", "activation_copy_backward", "linear_update"]
+        );
+        assert_eq!(names(&net.eval), ["linear_forward", "activation_copy_forward", "output_layer"]);
+        // The linear kernel writes the pre-activation, which the GELU reads forward and backward.
+        let Op::LinearForward { y: pre, act: None, drop: None, .. } = net.train[0] else { panic!("{:?}", net.train[0]) };
+        let Op::ActivateCopy { x, act: Activation::Gelu, .. } = net.train[1] else { panic!("{:?}", net.train[1]) };
+        let Op::ActivateCopyBackward { x: back, act: Activation::Gelu, .. } = net.train[4] else { panic!("{:?}", net.train[4]) };
+        assert_eq!((x, back), (pre, pre));
+        let Op::OutputLayer { dh: None, drop: None, .. } = net.train[2] else { panic!("{:?}", net.train[2]) };
+        // A dropout after GELU is the composed dropout, training only; the layers above and below
+        // keep their fused forms.
+        let spec = NetworkSpec::parse("784-64-relu-dropout0.2-32-gelu-dropout0.1-16-tanh-10", Loss::CrossEntropy).unwrap();
+        let net = Network::new(&spec, opt, Fusion::Fused, 5).unwrap();
+        assert_eq!(net.fusion, Fusion::Fused);
+        assert_eq!(
+            names(&net.train),
+            [
+                "linear_forward", "linear_forward", "activation_copy_forward", "dropout_forward", "linear_forward", "output_layer",
+                "matmul", "dropout_backward", "activation_copy_backward", "linear_backward_input",
+                "linear_update", "linear_update",
+            ]
+        );
+        let Op::Dropout { seed, p, .. } = net.train[3] else { panic!("{:?}", net.train[3]) };
+        assert_eq!((seed, p), (dropout_seed(5, 5), 0.1));
+        assert_eq!(
+            names(&net.eval),
+            ["linear_forward", "linear_forward", "activation_copy_forward", "linear_forward", "output_layer"]
+        );
     }
 
     #[test]

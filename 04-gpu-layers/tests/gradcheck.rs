@@ -345,6 +345,9 @@ fn network_gradients_match_finite_differences_on_both_devices() {
         // Fused: two dropouts (masks drawn in the kernels and drawn again backward) and MSE.
         NetworkSpec::parse("4-6-tanh-dropout0.5-5-sigmoid-dropout0.2-3", Loss::CrossEntropy).unwrap(),
         NetworkSpec::parse("4-7-relu-dropout0.3-3", Loss::Mse).unwrap(),
+        // Fused with a GELU beside the kernels (and above, "4-6-sigmoid-5-gelu-3"), its dropout
+        // composed.
+        NetworkSpec::parse("4-6-gelu-dropout0.5-5-tanh-3", Loss::CrossEntropy).unwrap(),
     ];
     // Each network twice: trainers sized for exactly `rows`, and for 2 rows + 1 (a short last
     // batch: the loss must average over the live rows only and leave the others out).

@@ -182,6 +182,48 @@ fn fused_dropout_networks_gpu_equals_cpu() {
     gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused);
 }
 
+/// GELU beside the fused kernels (the linear kernel writes the pre-activation, an elementwise op
+/// the GELU; a dropout after it composed): first, middle and only hidden layer, with and without
+/// dropout, both losses, odd widths; both devices step by step (the last batch short), and the
+/// CPU's fused tape against its composed one (the same masks, from the same seeds and steps).
+#[test]
+fn fused_gelu_networks_gpu_equals_cpu() {
+    for (text, loss) in [
+        ("13-17-gelu-5", Loss::CrossEntropy),
+        ("9-17-gelu-dropout0.3-6-relu-dropout0.2-3", Loss::CrossEntropy),
+        ("13-33-relu-dropout0.2-9-gelu-7-sigmoid-5", Loss::CrossEntropy),
+        ("flatten-13-63-gelu-dropout0.5-4", Loss::Mse),
+    ] {
+        let spec = NetworkSpec::parse(text, loss).unwrap();
+        assert_eq!(gpu_layers::Network::fused_blocker(&spec), None, "{text}");
+        for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)] {
+            let g = gpu(&spec, opt, 17, Fusion::Fused);
+            assert_eq!(g.network().fusion, Fusion::Fused, "{text}");
+            let kernels = g.step_kernels(None);
+            assert!(kernels.contains(&"activation_copy_forward"), "{text}: {kernels:?}");
+            assert!(kernels.iter().any(|k| k.starts_with("linear_update")), "{text}: {kernels:?}");
+            gpu_matches_cpu(&spec, opt, Fusion::Fused);
+        }
+        let opt = Optimizer::adam(1e-3);
+        let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
+        let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
+        assert_eq!(composed.network().fusion, Fusion::Composed);
+        for (step, rows) in [17, 17, 6].into_iter().enumerate() {
+            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 40);
+            fused.train_step(&x, &labels).unwrap();
+            composed.train_step(&x, &labels).unwrap();
+            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
+                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
+                    panic!("{text} step {step}: fused and composed CPU gradient {i}: {e}");
+                }
+            }
+        }
+        let (fm, cm) = (fused.take_metrics().unwrap(), composed.take_metrics().unwrap());
+        assert_eq!((fm.rows, fm.correct), (cm.rows, cm.correct), "{text}");
+        assert_close(&[fm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
+    }
+}
+
 /// Mean squared error on the fused kernels (with and without dropout, one and two hidden
 /// layers), both devices step by step, and the CPU's fused tape against its composed one.
 #[test]
