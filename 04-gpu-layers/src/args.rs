@@ -46,6 +46,11 @@ pub(crate) struct Args {
     /// layers), with and without dropout, at the same batch.
     #[arg(long)]
     pub(crate) deeper: bool,
+    /// With --bench: after the network of --hidden, also these layer lists, comma-separated and
+    /// each as `mnist --layers` takes it (`784-128-gelu-10,784-128-tanh-dropout0.2-10`): 784
+    /// inputs, 10 outputs, softmax cross-entropy, SGD and Adam.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) layers: Vec<String>,
     /// Hidden widths for --bench, comma-separated (`512,256`: two hidden layers); --sweep takes one.
     #[arg(long, default_value = "128", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(crate) hidden: Vec<u32>,

@@ -1,7 +1,7 @@
 //! `gpu-layers --bench`: a training step of the MNIST shape timed with the fused and the composed
 //! tapes (dispatches per step, GPU time per step and per 938-step epoch, wall clock), then with a
 //! dropout after every hidden layer, each also as the split step gathering its batches from
-//! bytes where it applies; and the timing helpers `--sweep` shares.
+//! bytes where it applies, then any `--layers` lists; and the timing helpers `--sweep` shares.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +23,16 @@ pub(crate) fn bench(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     bench_network(ctx, args, &hidden)?;
     if args.deeper {
         bench_network(ctx, args, &DEEPER)?;
+    }
+    for text in &args.layers {
+        let spec = NetworkSpec::parse(text, Loss::CrossEntropy).map_err(|e| format!("--layers {text}: {e}"))?;
+        if (spec.input(), spec.output()) != (784, 10) {
+            return Err(format!("--layers {text}: the benchmark's batches are MNIST-shaped: start at 784 and end at 10").into());
+        }
+        let kernels = &Kernels::with_options(FusedTiles::for_network(args.batch as usize, &spec.layer_shapes()), precision(args));
+        for opt in [Optimizer::sgd(0.01, 0.9), Optimizer::adam(1e-3)] {
+            bench_one(ctx, kernels, args, &spec, opt)?;
+        }
     }
     Ok(())
 }

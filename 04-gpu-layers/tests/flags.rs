@@ -35,6 +35,10 @@ fn boundary_values_of_every_flag() {
         (&["--bench-only", "--chunk", "100000"], Runs),
         (&["--bench-only", "--chunk", "100001"], Refused(2, "--chunk")),
         (&["--bench-only", "--deeper"], Runs),
+        // Any layer list of the MNIST shape: GELU beside the fused kernels, or composed only.
+        (&["--bench-only", "--layers", "784-5-gelu-dropout0.2-3-tanh-10,784-3-relu-10-sigmoid"], Runs),
+        (&["--bench-only", "--layers", "784-5-relx-10"], Refused(1, "--layers")),
+        (&["--bench-only", "--layers", "783-5-10"], Refused(1, "--layers")),
         // The driver decides: lavapipe (Mesa 22) lacks the extension `--compiled` reads.
         (&["--compiled", "plain"], RunsOrRefused("VK_KHR_pipeline_executable_properties")),
         (&["--compiled", "bogus"], Refused(2, "--compiled")),
