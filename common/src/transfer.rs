@@ -73,6 +73,10 @@ impl Default for TransferConfig {
 /// threads is the likely cost.
 const MIN_PART_BYTES: usize = 1 << 20;
 
+/// How long a mapping may stay pending once the GPU has finished the work before it: the
+/// callback may be running on another thread's `poll` (see `Staging::wait_mapped`).
+const MAP_CALLBACK_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 // The states of a staging buffer's mapping, set by the `map_async` callback.
 const UNMAPPED: u8 = 0;
 const PENDING: u8 = 1;
@@ -111,9 +115,12 @@ impl Staging {
     /// Blocks until the mapping asked for by [`map_after`](Self::map_after) is done. Waits for the
     /// submission that used the buffer, not for everything queued after it.
     fn wait_mapped(&mut self, device: &wgpu::Device) -> Result<(), GpuError> {
-        // The map callback runs inside `poll` once the submission has finished; the second round
-        // (waiting for everything) only matters if the callback came late.
-        for _ in 0..2 {
+        // The map callback runs inside a `poll` once the submission has finished: ours, or one
+        // another thread of the same device is in (tests share one device). In the second case
+        // our `poll` can return while that thread is still running the callback, so a mapping
+        // still pending after the GPU is done is waited for a little longer, polling again.
+        let mut waited = None;
+        loop {
             match self.state.load(Ordering::Acquire) {
                 MAPPED => return Ok(()),
                 FAILED => return Err(GpuError::Device("mapping a staging buffer failed".into())),
@@ -125,12 +132,20 @@ impl Staging {
                 None => wgpu::PollType::wait_indefinitely(),
             };
             device.poll(poll).map_err(|e| GpuError::Device(e.to_string()))?;
-        }
-        match self.state.load(Ordering::Acquire) {
-            MAPPED => Ok(()),
-            s => Err(GpuError::Device(format!(
-                "a staging buffer was still not mapped after waiting for the GPU (state {s})"
-            ))),
+            let since = *waited.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > MAP_CALLBACK_GRACE {
+                let s = self.state.load(Ordering::Acquire);
+                if s == MAPPED {
+                    return Ok(());
+                }
+                return Err(GpuError::Device(format!(
+                    "a staging buffer was still not mapped {} s after the GPU finished (state {s})",
+                    MAP_CALLBACK_GRACE.as_secs()
+                )));
+            }
+            if self.state.load(Ordering::Acquire) == PENDING {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
         }
     }
 }
