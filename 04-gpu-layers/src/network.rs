@@ -498,8 +498,7 @@ impl FusedPlan<'_> {
     /// dL/d the pre-activation of GELU layer `l`, from layer `l + 1`'s: `delta_of(l + 1) W^T`
     /// (stage 03's matmul), times the dropout's mask, times GELU's derivative at the
     /// pre-activation, into `delta_of(l)`.
-    fn gelu_backward(&self, l: usize, ops: &mut Vec<Op>) {
-        let Some(g) = self.gelu[l] else { return };
+    fn gelu_backward(&self, l: usize, g: Gelu, ops: &mut Vec<Op>) {
         let dx = self.delta_of(l);
         ops.push(self.net.linears[l + 1].backward_input(self.delta_of(l + 1), dx));
         if let Some((_, mask, d)) = g.dropped {
@@ -514,13 +513,13 @@ impl FusedPlan<'_> {
         let last = layers.len() - 1;
         let mut ops = self.forward_ops(Mode::Train);
         // The output layer produced delta_of(last - 1) (a GELU layer's here); continue below it.
-        if last > 0 && self.gelu[last - 1].is_some() {
-            self.gelu_backward(last - 1, &mut ops);
+        if let Some(g) = last.checked_sub(1).and_then(|l| self.gelu[l]) {
+            self.gelu_backward(last - 1, g, &mut ops);
         }
         for l in (1..last).rev() {
             let below = self.delta_of(l - 1);
-            if self.gelu[l - 1].is_some() {
-                self.gelu_backward(l - 1, &mut ops);
+            if let Some(g) = self.gelu[l - 1] {
+                self.gelu_backward(l - 1, g, &mut ops);
             } else if self.net.routed[l] {
                 ops.push(layers[l].backward_input(self.delta_of(l), below));
                 ops.push(ActivationLayer { act: self.acts[l - 1] }.backward(below, self.input_of(l)));

@@ -165,21 +165,27 @@ fn fused_dropout_networks_gpu_equals_cpu() {
         let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
         let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
         assert_eq!(composed.network().fusion, Fusion::Composed);
-        for (step, rows) in [17, 17, 6].into_iter().enumerate() {
-            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 20);
-            fused.train_step(&x, &labels).unwrap();
-            composed.train_step(&x, &labels).unwrap();
-            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
-                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
-                    panic!("{text} step {step}: fused and composed CPU gradient {i}: {e}");
-                }
-            }
-        }
+        cpu_fused_matches_composed(&spec, &mut fused, &mut composed, &[17, 17, 6], 20, text);
     }
     // A dropout the fused kernels cannot take (not after an activation) keeps the composed tapes.
     let spec = NetworkSpec::parse("13-17-dropout0.2-9-relu-5", Loss::CrossEntropy).unwrap();
     assert!(gpu_layers::Network::fused_blocker(&spec).unwrap().contains("dropout"));
     gpu_matches_cpu(&spec, Optimizer::sgd(0.1, 0.9), Fusion::Fused);
+}
+
+/// The CPU's fused tape against its composed one, one step per entry of `rows` (batch `step +
+/// seed`): every gradient within f32 rounding of the other's.
+fn cpu_fused_matches_composed(spec: &NetworkSpec, fused: &mut CpuTrainer, composed: &mut CpuTrainer, rows: &[usize], seed: u64, what: &str) {
+    for (step, &rows) in rows.iter().enumerate() {
+        let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + seed);
+        fused.train_step(&x, &labels).unwrap();
+        composed.train_step(&x, &labels).unwrap();
+        for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
+            if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
+                panic!("{what} step {step}: fused and composed CPU gradient {i}: {e}");
+            }
+        }
+    }
 }
 
 /// GELU beside the fused kernels (the linear kernel writes the pre-activation, an elementwise op
@@ -208,16 +214,7 @@ fn fused_gelu_networks_gpu_equals_cpu() {
         let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
         let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
         assert_eq!(composed.network().fusion, Fusion::Composed);
-        for (step, rows) in [17, 17, 6].into_iter().enumerate() {
-            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 40);
-            fused.train_step(&x, &labels).unwrap();
-            composed.train_step(&x, &labels).unwrap();
-            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
-                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
-                    panic!("{text} step {step}: fused and composed CPU gradient {i}: {e}");
-                }
-            }
-        }
+        cpu_fused_matches_composed(&spec, &mut fused, &mut composed, &[17, 17, 6], 40, text);
         let (fm, cm) = (fused.take_metrics().unwrap(), composed.take_metrics().unwrap());
         assert_eq!((fm.rows, fm.correct), (cm.rows, cm.correct), "{text}");
         assert_close(&[fm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
@@ -238,16 +235,7 @@ fn fused_mean_squared_error_networks_gpu_equals_cpu() {
         let opt = Optimizer::sgd(0.1, 0.9);
         let mut fused = CpuTrainer::new(&spec, opt, 17, 7).unwrap();
         let mut composed = CpuTrainer::with_fusion(&spec, opt, 17, 7, Fusion::Composed).unwrap();
-        for (step, rows) in [17, 6].into_iter().enumerate() {
-            let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64 + 30);
-            fused.train_step(&x, &labels).unwrap();
-            composed.train_step(&x, &labels).unwrap();
-            for (i, (a, b)) in fused.gradients().iter().zip(composed.gradients()).enumerate() {
-                if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
-                    panic!("{text} mse step {step}: fused and composed CPU gradient {i}: {e}");
-                }
-            }
-        }
+        cpu_fused_matches_composed(&spec, &mut fused, &mut composed, &[17, 6], 30, &format!("{text} mse"));
         let (fm, cm) = (fused.take_metrics().unwrap(), composed.take_metrics().unwrap());
         assert_eq!((fm.rows, fm.correct), (cm.rows, cm.correct));
         assert_close(&[fm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);

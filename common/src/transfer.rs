@@ -118,8 +118,9 @@ impl Staging {
         // The map callback runs inside a `poll` once the submission has finished: ours, or one
         // another thread of the same device is in (tests share one device). In the second case
         // our `poll` can return while that thread is still running the callback, so a mapping
-        // still pending after the GPU is done is waited for a little longer, polling again.
-        let mut waited = None;
+        // still pending after the GPU is done is waited for a little longer, polling without
+        // blocking on work queued since.
+        let mut waited: Option<std::time::Instant> = None;
         loop {
             match self.state.load(Ordering::Acquire) {
                 MAPPED => return Ok(()),
@@ -127,25 +128,22 @@ impl Staging {
                 UNMAPPED => return Err(GpuError::Device("waiting on a staging buffer that was never mapped".into())),
                 _ => {}
             }
-            let poll = match self.submission.take() {
-                Some(index) => wgpu::PollType::Wait { submission_index: Some(index), timeout: None },
-                None => wgpu::PollType::wait_indefinitely(),
+            let poll = match (self.submission.take(), waited) {
+                (Some(index), _) => wgpu::PollType::Wait { submission_index: Some(index), timeout: None },
+                (None, None) => wgpu::PollType::wait_indefinitely(),
+                (None, Some(since)) if since.elapsed() > MAP_CALLBACK_GRACE => {
+                    return Err(GpuError::Device(format!(
+                        "a staging buffer was still not mapped {} s after the GPU finished",
+                        MAP_CALLBACK_GRACE.as_secs()
+                    )));
+                }
+                (None, Some(_)) => {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    wgpu::PollType::Poll
+                }
             };
             device.poll(poll).map_err(|e| GpuError::Device(e.to_string()))?;
-            let since = *waited.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() > MAP_CALLBACK_GRACE {
-                let s = self.state.load(Ordering::Acquire);
-                if s == MAPPED {
-                    return Ok(());
-                }
-                return Err(GpuError::Device(format!(
-                    "a staging buffer was still not mapped {} s after the GPU finished (state {s})",
-                    MAP_CALLBACK_GRACE.as_secs()
-                )));
-            }
-            if self.state.load(Ordering::Acquire) == PENDING {
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
+            waited.get_or_insert_with(std::time::Instant::now);
         }
     }
 }
