@@ -74,11 +74,16 @@ pub struct Matmul {
 }
 
 impl Matmul {
-    /// The kernel with its tile ladder ([`Kernel::tile_ladder`]): big tiles for big products,
-    /// smaller ones where big tiles would leave the GPU idle. Errors if the adapter lacks
-    /// what the kernel needs.
+    /// The kernel with its tile ladder ([`Kernel::tile_ladder`], the tiles that fit this
+    /// device): big tiles for big products, smaller ones where big tiles would leave the GPU
+    /// idle. Errors if the adapter lacks what the kernel needs.
     pub fn new(ctx: &GpuContext, kernel: Kernel) -> Result<Self, MatmulError> {
-        Self::with_tiles(ctx, kernel, kernel.tile_ladder())
+        // Only the tiles this device has room for: a browser may grant WebGPU's 16 KiB of
+        // workgroup memory, where kernel 05's 128 x 64 x 16 tile needs 24. When none fits, the
+        // first tile's error says why.
+        let ladder = kernel.tile_ladder();
+        let fits: Vec<Tile> = ladder.iter().copied().filter(|&t| kernel.constants(t, Transpose::None, &ctx.limits).is_ok()).collect();
+        Self::with_tiles(ctx, kernel, if fits.is_empty() { ladder } else { fits })
     }
 
     /// The kernel with one explicit tile shape (the tuner and the tests use this).

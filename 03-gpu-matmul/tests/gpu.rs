@@ -13,7 +13,7 @@
 use std::io::Write;
 use std::sync::Once;
 
-use common::test_context;
+use common::{GpuContext, test_context};
 use cpu_matrix::Matrix;
 use gpu_matmul::{
     GpuMatrix, Kernel, Matmul, MatmulCall, MatmulError, PeakProbe, Precision, TRANSPOSES, Tile, Transpose, coop_support, formula,
@@ -62,14 +62,18 @@ impl Case {
     /// Runs the product with `mm` into a poisoned output, checks every element, and returns
     /// the kernel and tile that `prepare` chose.
     fn check(&self, mm: &Matmul) -> (Kernel, Tile) {
-        let ctx = test_context();
+        self.check_on(test_context(), mm)
+    }
+
+    /// [`Case::check`] on the device `ctx` (where `mm` was made).
+    fn check_on(&self, ctx: &GpuContext, mm: &Matmul) -> (Kernel, Tile) {
         let t = self.t;
         let (m, k, n) = gpu_matmul::product_dims(t, self.a.shape(), self.b.shape()).unwrap();
         let (ga, gb) = (GpuMatrix::upload(ctx, &self.a).unwrap(), GpuMatrix::upload(ctx, &self.b).unwrap());
         let out = GpuMatrix::zeros(ctx, m, n).unwrap();
         ctx.poison(&out.buffer);
         let call = mm.prepare(ctx, &ga, &gb, &out, t).unwrap();
-        run(&call);
+        ctx.submit_pass("matmul", |pass| call.record(pass));
         let got = out.download(ctx).unwrap();
         let (used, tile) = call.kernel();
         let (rel, abs) = used.tolerance(k);
@@ -130,6 +134,22 @@ fn fastest_kernel_follows_the_adapter() {
     }
     assert_eq!(Kernel::BEST.precision(), Precision::F32);
     assert_eq!(Kernel::BEST_F16_INPUTS.precision(), Precision::F16Inputs);
+}
+
+/// Every f32 kernel builds and computes right on a device held to WebGPU's defaults (16 KiB of
+/// workgroup memory, 256 invocations per workgroup: what a browser may offer and no more), where
+/// `Matmul::new` keeps the tiles of each ladder that fit (kernel 05's 128 x 64 x 16 needs 24 KiB).
+#[test]
+fn every_f32_kernel_runs_within_webgpus_default_limits() {
+    let ctx = GpuContext::with_limits(common::wgpu::Limits::defaults()).expect("an adapter that offers WebGPU's defaults");
+    for kernel in Kernel::ALL.into_iter().filter(|k| !k.needs_cooperative_matrix()) {
+        let mm = Matmul::new(&ctx, kernel).unwrap_or_else(|e| panic!("kernel {kernel} within WebGPU's defaults: {e}"));
+        for (i, &(m, k, n)) in [(17, 63, 65), (129, 257, 3), (300, 20, 260)].iter().enumerate() {
+            for t in TRANSPOSES {
+                Case::new(m, k, n, t, 700 + i as u64).check_on(&ctx, &mm);
+            }
+        }
+    }
 }
 
 /// `record_product` after `record` gives the same product (for kernel 08: the product alone,

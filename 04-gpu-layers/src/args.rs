@@ -67,6 +67,11 @@ pub(crate) struct Args {
     /// chunk overlaps the GPU running the previous one.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) chunk: u32,
+    /// The limits to ask the adapter for: adapter (its own), webgpu (WebGPU's defaults), or some
+    /// of the adapter's lowered, as KEY=VALUE pairs (storage-buffers, workgroup-storage,
+    /// invocations, storage-binding). The fused kernels are chosen to fit them.
+    #[arg(long, value_name = "LIMITS", default_value = "adapter")]
+    pub(crate) gpu_limits: common::GpuLimits,
     /// Print what the driver compiled each kernel into (registers, spills, workgroup memory and
     /// whatever else it reports through Vulkan's VK_KHR_pipeline_executable_properties), with
     /// the default tiles, those of big batches and those of each --sweep variant; then stop.

@@ -46,8 +46,11 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), AnyError> {
-    let ctx = GpuContext::new()?;
+    let ctx = GpuContext::with_gpu_limits(&args.gpu_limits)?;
     ctx.print_banner();
+    if args.gpu_limits != common::GpuLimits::Adapter {
+        eprintln!("{}", args.gpu_limits.describe(&ctx.limits));
+    }
     let kernels = Kernels::new();
     if let Some(settings) = &args.compiled {
         return compiled(&ctx, &settings.0);

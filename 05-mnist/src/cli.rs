@@ -84,6 +84,12 @@ pub struct TrainArgs {
     /// GPU: training steps recorded into one submission.
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = at_least_one)]
     pub steps_per_submit: usize,
+    /// GPU: the limits to ask the adapter for: adapter (its own), webgpu (WebGPU's defaults,
+    /// what every browser offers), or some of the adapter's lowered, as KEY=VALUE pairs
+    /// (storage-buffers, workgroup-storage, invocations, storage-binding), say to those a
+    /// browser granted. The fused kernels are chosen to fit them.
+    #[arg(long, value_name = "LIMITS", default_value = "adapter")]
+    pub gpu_limits: common::GpuLimits,
     /// GPU: precision of the wide layers' products: f32, or f16-inputs (tensor cores: inputs
     /// rounded to f16, sums in f32; in the fused layer kernels of layers of 256+ outputs, and in
     /// stage 03's matmul for layers routed through it, batch x width of at least 1 Mi).

@@ -55,6 +55,15 @@ fn boundary_values_of_every_flag() {
         (&["--optimizer", "rmsprop"], Refused(2, "--optimizer")),
         (&["--schedule", "constant"], Runs),
         (&["--device", "quantum"], Refused(2, "--device")),
+        // Held to WebGPU's defaults (a browser's kernels) on the software adapter, or to less
+        // than it offers; more than it offers, less than WebGPU's defaults, or a limit by a wrong name,
+        // is refused.
+        (&["--device", "gpu", "--gpu-limits", "webgpu"], Runs),
+        (&["--device", "gpu", "--gpu-limits", "storage-buffers=10,invocations=256"], Runs),
+        (&["--device", "gpu", "--gpu-limits", "invocations=128"], Refused(1, "at least 256")),
+        (&["--device", "gpu", "--gpu-limits", "storage-buffers=4294967295"], Refused(1, "offers at most")),
+        (&["--gpu-limits", "storage-buffers=0"], Refused(2, "--gpu-limits")),
+        (&["--gpu-limits", "registers=64"], Refused(2, "--gpu-limits")),
         (&["--plot", "x.gif"], Refused(1, "--plot")),
     ];
     // Outputs such as `--plot x.gif` are relative: run in a scratch folder.

@@ -1,5 +1,6 @@
 // The measuring page (measure.html): trains each run of `?runs=` on MNIST from this site's
-// data/ folder and logs `measure {...}` lines: one per epoch, then `measure {"done": true}`.
+// data/ folder and logs `measure {...}` lines: the WebGPU adapter and the limits its device was
+// granted (when a run is on the GPU), one per epoch, then `measure {"done": true}`.
 // Each line names the device as the trainer reports it (the WebGPU adapter, or the CPU with
 // its threads and vector instructions).
 
@@ -60,6 +61,15 @@ async function main() {
   for (const name of FILES) {
     files[name] = await fileBytes(name);
     session.add_file(name, files[name]);
+  }
+  // The limits the page's WebGPU device was granted: they decide which kernels it runs
+  // (browser-measure.sh runs `mnist train --gpu-limits` with them).
+  if (RUNS.some((r) => r.startsWith("gpu"))) {
+    try {
+      log({ webgpu: JSON.parse(await session.webgpu()) });
+    } catch (e) {
+      log({ webgpu: null, error: (e && e.message) || String(e) });
+    }
   }
   let worker = null;
   for (const [i, spec] of RUNS.entries()) {

@@ -25,6 +25,8 @@ use crate::adapter::{ADAPTER_ENV, choose_adapter};
 use crate::device::{DeviceErrors, Gpu};
 use crate::error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
+use crate::limits::GpuLimits;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::transfer::{Transfer, TransferConfig};
 use crate::wait::{self, QueueMark};
 
@@ -36,7 +38,7 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     /// Name, backend, device type and driver of the adapter in use.
     pub info: wgpu::AdapterInfo,
-    /// The limits the device was created with (the adapter's own).
+    /// The limits the device was created with (the adapter's own, unless the constructor lowered them).
     pub limits: wgpu::Limits,
     /// The optional features the device was created with.
     pub features: wgpu::Features,
@@ -74,6 +76,17 @@ impl GpuContext {
     pub fn with_limits(limits: wgpu::Limits) -> Result<Self, GpuError> {
         crate::block_on(async {
             let (instance, adapter, info) = Self::adapter().await?;
+            Self::with_adapter(instance, adapter, info, Some(limits)).await
+        })
+    }
+
+    /// [`GpuContext::new`] with the limits `choice` picks from those the adapter offers (the
+    /// runners' `--gpu-limits`); a lowered limit above the adapter's own is an error.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_gpu_limits(choice: &GpuLimits) -> Result<Self, GpuError> {
+        crate::block_on(async {
+            let (instance, adapter, info) = Self::adapter().await?;
+            let limits = choice.resolve(&adapter.limits()).map_err(GpuError::Limits)?;
             Self::with_adapter(instance, adapter, info, Some(limits)).await
         })
     }

@@ -14,6 +14,8 @@ pub enum GpuError {
     AdapterNotFound { wanted: String, available: Vec<String> },
     /// The adapter refused to create a device.
     RequestDevice(String),
+    /// Limits asked of the adapter that it does not offer (`--gpu-limits`); the message says which.
+    Limits(String),
     /// A buffer larger than this device allows.
     TooLarge { what: String, bytes: u64, limit: u64, limit_name: &'static str },
     /// A feature (timestamps, f16, cooperative matrices...) that this adapter does not have.
@@ -52,6 +54,7 @@ impl fmt::Display for GpuError {
                 if available.is_empty() { "(none)".to_string() } else { available.join("; ") }
             ),
             GpuError::RequestDevice(msg) => write!(f, "the adapter refused to create a device: {msg}"),
+            GpuError::Limits(msg) => write!(f, "{msg}"),
             GpuError::TooLarge { what, bytes, limit, limit_name } => write!(
                 f,
                 "{what} needs {bytes} bytes ({:.1} MiB), but this device allows at most {limit} \

@@ -1,9 +1,10 @@
 //! `common`: what every stage shares, so no stage repeats the wgpu boilerplate.
 //!
 //! - [`GpuContext`] (`context.rs`): instance, adapter, device and queue, made once; limits,
-//!   features, error scopes, and the waits. Under it: adapter choice and the software-adapter
-//!   warning (`adapter.rs`, with `web.rs` in a browser), and the device's error slots and the
-//!   parts of a context that lower files work on (`device.rs`).
+//!   features, error scopes, and the waits; `limits.rs` (native) picks the limits it asks for
+//!   (`--gpu-limits`: the adapter's own, WebGPU's defaults, or lowered ones). Under it: adapter
+//!   choice and the software-adapter warning (`adapter.rs`, with `web.rs` in a browser), and
+//!   the device's error slots and the parts of a context that lower files work on (`device.rs`).
 //! - buffer helpers (`buffers.rs`): storage buffers from slices, poisoning, read-back through a
 //!   reused staging buffer, size checks against the device limits.
 //! - pipelines (`pipeline.rs`): WGSL to compute pipeline, bind groups, dispatch sizes that go
@@ -35,6 +36,8 @@ mod context_transfer;
 mod device;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]
+mod limits;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod flags;
 mod lock;
 mod pipeline;
@@ -53,6 +56,8 @@ pub use context::GpuContext;
 #[cfg(not(target_arch = "wasm32"))]
 pub use context::test_context;
 pub use error::GpuError;
+#[cfg(not(target_arch = "wasm32"))]
+pub use limits::{GpuLimits, LimitKey};
 pub use pipeline::workgroups_1d;
 #[cfg(feature = "plot")]
 pub use report::register_fonts;

@@ -63,9 +63,14 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
     let outputs: Vec<(&str, &Path)> = outputs.iter().filter_map(|(flag, p)| p.as_deref().map(|p| (*flag, p))).collect();
     check_outputs(&outputs)?;
     let data = load_data(&args.data, args.limit_train)?;
-    let selected = select_device(args.device)?;
+    let selected = select_device(args.device, &args.gpu_limits)?;
     match &selected.device {
-        Device::Gpu(ctx) => ctx.print_banner(),
+        Device::Gpu(ctx) => {
+            ctx.print_banner();
+            if args.gpu_limits != common::GpuLimits::Adapter {
+                eprintln!("{}", args.gpu_limits.describe(&ctx.limits));
+            }
+        }
         Device::Cpu => {
             if let Some(n) = selected.notice() {
                 eprintln!("{n}");

@@ -73,9 +73,10 @@ impl Selected {
 /// Opens the device for `choice` with a new GPU context. `Gpu` fails when there is no adapter
 /// at all; `Auto` then (and when the only adapter is a software one) chooses the CPU and says why.
 /// (Native targets; a browser page makes its WebGPU context with `GpuContext::new_async`.)
+/// `limits` are those the context asks the adapter for (`--gpu-limits`).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn select_device(choice: DeviceChoice) -> Result<Selected> {
-    Ok(select_device_with(choice, || GpuContext::new().map(Arc::new))?)
+pub fn select_device(choice: DeviceChoice, limits: &common::GpuLimits) -> Result<Selected> {
+    Ok(select_device_with(choice, || GpuContext::with_gpu_limits(limits).map(Arc::new))?)
 }
 
 /// [`select_device`] with the GPU context from `gpu` (called only when the choice needs one).

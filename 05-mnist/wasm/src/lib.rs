@@ -80,6 +80,7 @@ struct WebGpuJson {
     max_storage_buffer_binding_size: u64,
     max_compute_workgroup_storage_size: u32,
     max_compute_invocations_per_workgroup: u32,
+    max_storage_buffers_per_shader_stage: u32,
 }
 
 /// [`check_network`]'s answer.
@@ -236,6 +237,7 @@ impl Session {
                 max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
                 max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
                 max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+                max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
             };
             Ok(JsValue::from_str(&json(&answer)))
         })
