@@ -103,7 +103,7 @@ pub struct TrainArgs {
     pub limit_train: Option<usize>,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Write one JSON object per epoch (epoch, train_loss, train_acc, test_loss, test_acc, seconds, images_per_sec, eval_seconds).
+    /// Write one JSON object per epoch (epoch, train_loss, train_acc, test_loss, test_acc, seconds, images_per_sec, eval_seconds, record_seconds).
     #[arg(long, value_name = "PATH")]
     pub metrics: Option<PathBuf>,
     /// Save the trained model (safetensors).

@@ -103,7 +103,8 @@ impl ProgressEvent {
 
 /// An epoch ended and was evaluated on the test set: `event: epoch`. The JSON object holds the
 /// fields below and, flattened beside them, those of [`EpochMetrics`] (`epoch`, `train_loss`,
-/// `train_acc`, `test_loss`, `test_acc`, `seconds`, `images_per_sec`, `eval_seconds`).
+/// `train_acc`, `test_loss`, `test_acc`, `seconds`, `images_per_sec`, `eval_seconds`,
+/// `record_seconds`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochEvent {
     pub run: RunId,

@@ -27,6 +27,11 @@ pub struct EpochMetrics {
     /// files written before it was measured).
     #[serde(default)]
     pub eval_seconds: f64,
+    /// On the GPU: wall-clock seconds of the epoch's training the CPU spent recording and
+    /// submitting its steps (0 on the CPU, and in files written before it was measured). Where
+    /// it nears `seconds`, the CPU, not the GPU, sets the pace.
+    #[serde(default)]
+    pub record_seconds: f64,
 }
 
 impl EpochMetrics {
@@ -140,12 +145,12 @@ mod tests {
     fn metrics_are_json_lines_with_the_documented_keys() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
-        let m = EpochMetrics { epoch: 1, train_loss: 0.5, train_acc: 0.9, test_loss: 0.4, test_acc: 0.91, seconds: 2.0, images_per_sec: 3e4, eval_seconds: 0.1 };
+        let m = EpochMetrics { epoch: 1, train_loss: 0.5, train_acc: 0.9, test_loss: 0.4, test_acc: 0.91, seconds: 2.0, images_per_sec: 3e4, eval_seconds: 0.1, record_seconds: 0.0 };
         write_metrics(&path, &[m, EpochMetrics { epoch: 2, ..m }]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 2);
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-        for key in ["epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds"] {
+        for key in ["epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds", "eval_seconds", "record_seconds"] {
             assert!(v.get(key).is_some(), "missing {key}");
         }
         assert_eq!(thousands(1234567), "1,234,567");

@@ -128,6 +128,7 @@ mod tests {
                 seconds: 1.0,
                 images_per_sec: 6e4,
                 eval_seconds: 0.1,
+                record_seconds: 0.0,
             })
             .collect()
     }

@@ -94,6 +94,9 @@ fn gpu_learns_a_subset_and_agrees_with_the_cpu() {
             assert!((a - b).abs() <= 1e-4 * b.abs(), "epoch {}: {what} GPU {a} vs CPU {b}", g.epoch);
         }
         assert!((g.test_acc - c.test_acc).abs() <= 0.003, "epoch {}: test accuracy GPU {} vs CPU {}", g.epoch, g.test_acc, c.test_acc);
+        // The CPU's share of a GPU epoch: recording its steps takes some of it, never more.
+        assert!(g.record_seconds > 0.0 && g.record_seconds <= g.seconds, "epoch {}: recorded {} s of {} s", g.epoch, g.record_seconds, g.seconds);
+        assert_eq!(c.record_seconds, 0.0, "the CPU records nothing");
     }
     // The parameters too. Measured on lavapipe after the two epochs (94 Adam steps): at most
     // 3.0e-7 apart in weights up to 0.48 (1.3e-7, 1.8e-8, 6.0e-8 in the other tensors), the

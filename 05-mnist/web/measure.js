@@ -80,7 +80,7 @@ async function main() {
       if (name === "start") adapter = e.adapter.name;
       if (name === "epoch") {
         const m = e;
-        log({ run: spec, adapter, layers: LAYERS, batch: BATCH, epoch: m.epoch, seconds: m.seconds, images_per_sec: m.images_per_sec,
+        log({ run: spec, adapter, layers: LAYERS, batch: BATCH, epoch: m.epoch, seconds: m.seconds, record_seconds: m.record_seconds, images_per_sec: m.images_per_sec,
           test_acc: m.test_acc, train_loss: m.train_loss });
       }
     };

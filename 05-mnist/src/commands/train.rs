@@ -313,6 +313,7 @@ mod tests {
             seconds: 1.0,
             images_per_sec: 1000.0,
             eval_seconds: 0.1,
+            record_seconds: 0.0,
         }];
         // The metrics go into a folder that is not there (as if deleted during training).
         let (save, metrics, plot) = (dir.path().join("m.safetensors"), dir.path().join("gone/m.jsonl"), dir.path().join("p.png"));

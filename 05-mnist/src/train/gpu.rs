@@ -12,12 +12,16 @@
 //! Submitting does not wait, so a loop that only submits queues a whole epoch in a moment, and
 //! a stop would wait for all of it. So after submitting piece `k` the loop waits for piece
 //! `k - 1` (`GpuContext::mark` / `wait_for_async`): the GPU always has the next piece queued,
-//! and at most two are in flight. A stop takes effect within two submissions' time (plus the
-//! rest of an evaluation the stop came during, which is one forward pass over the test set).
+//! and at most two are in flight ([`IN_FLIGHT`]; three in a browser). A stop takes effect
+//! within that many submissions' time (plus the rest of an evaluation the stop came during,
+//! which is one forward pass over the test set).
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use wgpu::SubmissionIndex;
 
@@ -30,6 +34,7 @@ use super::shared::{Event, PROGRESS_EVERY, Progress, Sums, TrainOutcome, checked
 use super::{GPU_EVAL_ROWS, TrainConfig};
 use crate::data::{Mnist, PIXELS};
 use crate::error::{MnistError, Result};
+use crate::metrics::EpochMetrics;
 use crate::gather::{DeviceBatches, GatherKernel};
 use crate::model_io::Model;
 
@@ -41,16 +46,24 @@ use crate::model_io::Model;
 const FIRST_PIECE: usize = 8;
 // ANCHOR_END: first_piece
 
+/// Submissions in flight, the one just made included, before the loop waits for the oldest.
+/// Natively two: the GPU always has the next piece queued. A browser's GPU process turns each
+/// submission's commands into Vulkan's on its own thread, and only then passes on that an
+/// earlier one finished: with two in flight it sat idle about 0.9 ms before each piece of 100
+/// steps, waiting for the page's next. In a browser three: on an H100 in Chromium 156 an epoch
+/// of 784-128-10 took 17.5-23.0 ms against 22.8-27.6 with two (`results/h100-browser/`).
+const IN_FLIGHT: usize = if cfg!(target_arch = "wasm32") { 3 } else { 2 };
+
 /// The longest a submission should keep the GPU busy: the loop reports progress and looks at
 /// the stop flag between submissions, so on a slow adapter (a software one: SwiftShader takes
 /// about 0.2 s per step of 784-128-10) a piece of 100 steps would freeze the progress line for
 /// half a minute and make Stop wait as long.
-const PIECE_TIME: std::time::Duration = std::time::Duration::from_millis(100);
+const PIECE_TIME: Duration = Duration::from_millis(100);
 
 /// The size of the next piece, after a piece of `steps` steps `took` this long on the GPU:
 /// twice as many while pieces are quick (the cap is the caller's `per_submit`), as many as fit
 /// in [`PIECE_TIME`] when they are not, and at least one.
-fn next_piece(steps: usize, took: std::time::Duration) -> usize {
+fn next_piece(steps: usize, took: Duration) -> usize {
     if took <= PIECE_TIME {
         return steps.saturating_mul(2);
     }
@@ -75,6 +88,9 @@ pub(super) struct GpuRun<'a> {
     eval_gathered: Option<GatheredEval>,
     batch: usize,
     eval_batch: usize,
+    /// Time spent in [`GpuRun::submit`] recording and submitting training steps since
+    /// [`GpuRun::take_recorded`] was last called.
+    recorded: Cell<Duration>,
 }
 
 impl<'a> GpuRun<'a> {
@@ -95,7 +111,7 @@ impl<'a> GpuRun<'a> {
         let test = DeviceBatches::new(ctx, &kernel, &data.test, eval_batch, evaluator.input(), evaluator.labels(), "test")?;
         let gathered = if trainer.can_gather() { Some(trainer.add_gathered(ctx, &kernels, &train.source())?) } else { None };
         let eval_gathered = if evaluator.can_gather() { Some(evaluator.add_gathered_eval(ctx, &kernels, &test.source())?) } else { None };
-        Ok(Self { ctx, trainer, evaluator, kernel, train, test, gathered, eval_gathered, batch, eval_batch })
+        Ok(Self { ctx, trainer, evaluator, kernel, train, test, gathered, eval_gathered, batch, eval_batch, recorded: Cell::new(Duration::ZERO) })
     }
 
     /// Waits until the uploads queued by [`GpuRun::new`] (both sets, the parameters) have
@@ -128,6 +144,7 @@ impl<'a> GpuRun<'a> {
     pub(super) fn submit(&self, steps: Range<usize>, training: bool) -> Result<SubmissionIndex> {
         let label = if training { "train steps" } else { "eval steps" };
         let (trainer, batches, _) = self.side(training);
+        let start = Instant::now();
         let index = self.ctx.scoped(|| {
             self.ctx.submit_pass(label, |pass| match (self.gathered, self.eval_gathered, training) {
                 // All steps at once: in the split step each step hands the next its partial sums.
@@ -145,7 +162,15 @@ impl<'a> GpuRun<'a> {
                 }
             })
         })?;
+        if training {
+            self.recorded.set(self.recorded.get() + start.elapsed());
+        }
         Ok(index)
+    }
+
+    /// The time [`GpuRun::submit`] spent on training steps since the last call.
+    fn take_recorded(&self) -> Duration {
+        self.recorded.replace(Duration::ZERO)
     }
 
     // ANCHOR: run_all
@@ -161,8 +186,8 @@ impl<'a> GpuRun<'a> {
         let full = batches.len() / batch;
         trainer.set_batch(self.ctx, batch)?;
         let mut done = 0;
-        // The piece before the one just submitted, and its size: waited for before going on.
-        let mut previous: Option<(QueueMark, usize)> = None;
+        // The pieces submitted and not yet waited for, oldest first, with their sizes.
+        let mut pending: VecDeque<(QueueMark, usize)> = VecDeque::with_capacity(IN_FLIGHT);
         // A software adapter may take a second or more per step: its pieces start at one step
         // and grow only after one has been timed, so its progress line moves from the start.
         let software = self.ctx.is_software();
@@ -171,7 +196,9 @@ impl<'a> GpuRun<'a> {
         while done < full {
             let k = per_submit.min(piece).min(full - done);
             let index = self.submit(done..done + k, training)?;
-            piece = match previous.replace((self.ctx.mark(index), k)) {
+            pending.push_back((self.ctx.mark(index), k));
+            let oldest = if pending.len() >= IN_FLIGHT { pending.pop_front() } else { None };
+            piece = match oldest {
                 Some((before, steps)) => {
                     self.ctx.wait_for_async(before).await?;
                     // Once the GPU is the bottleneck, one turn of this loop lasts about as long
@@ -242,6 +269,7 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         on_event(Event::EpochStart { epoch, epochs: cfg.epochs, batches, images: n, lr, step_kernels: &step_kernels });
         // The order and the rate are queue writes: they land before the epoch's first submit.
         run.train.set_order(ctx, &shuffled_order(n, cfg.seed, epoch))?;
+        run.take_recorded();
         let start = Instant::now();
         let mut last_read = start;
         let mut sums = Sums::default();
@@ -267,9 +295,10 @@ pub(super) async fn train_gpu<B: Future<Output = ()>>(
         }
         sums.add(checked(run.trainer.take_metrics_async(ctx).await, epoch, done, cfg)?); // waits for the last step
         let seconds = start.elapsed().as_secs_f64();
+        let record_seconds = run.take_recorded().as_secs_f64();
         let eval_start = Instant::now();
         let test = run.evaluate(epoch, done, cfg).await?;
-        let m = epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64());
+        let m = EpochMetrics { record_seconds, ..epoch_metrics(epoch, &sums, &test, seconds, eval_start.elapsed().as_secs_f64()) };
         on_event(Event::EpochEnd(&m));
         if cfg.epoch_models {
             on_event(Event::EpochModel(&parameters(&run).await?));
@@ -435,7 +464,6 @@ mod tests {
 
     #[test]
     fn pieces_double_while_quick_and_shrink_to_the_piece_time_when_slow() {
-        use std::time::Duration;
         assert_eq!(next_piece(8, Duration::from_micros(50)), 16, "the H200: 8 steps in 50 us");
         assert_eq!(next_piece(100, PIECE_TIME), 200, "at the piece time exactly, still quick");
         // A software adapter: 8 steps in 1.6 s is 0.2 s a step, so one step per piece.

@@ -116,6 +116,7 @@ pub(super) fn epoch_metrics(epoch: usize, train: &Sums, test: &Sums, seconds: f6
         seconds,
         images_per_sec: train.rows as f64 / seconds.max(1e-9),
         eval_seconds,
+        record_seconds: 0.0,
     }
 }
 
