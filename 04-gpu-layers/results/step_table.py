@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Makes h200-step.csv, the chapter's table, from the raw outputs of `gpu-layers --bench-only`.
+"""Makes step.csv, the chapter's table, from the raw outputs of `gpu-layers --bench-only`.
 
 Every row of the table is one `tape` row of one `== speed:` block of a file listed in RUNS,
 with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
-39fe4a4) and its matmul precision. `us/step` is the
+39fe4a4; `GELU beside fused`: 6117916, on an H100) and its matmul precision, and
+the GPU named by the block's adapter line. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
 steps into its pass (938 at batch 64, 235 at batch 256). The rows of h200-step-twins.csv come
 last: the CUDA twin of the split step (`reference/cuda_mnist_split.cu`), copied from
 `reference/h200/twins/run2-summary.txt` (whole steps, and empty kernels on the same grids).
 Remake the table:
 
-    python3 04-gpu-layers/results/step_table.py > 04-gpu-layers/results/h200-step.csv
+    python3 04-gpu-layers/results/step_table.py > 04-gpu-layers/results/step.csv
     cargo run -p tables
 """
 import csv
@@ -32,10 +33,17 @@ RUNS = [
     ("h200-fused-dropout/bench_b64.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
     ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
     ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}),
+    ("h100-gelu/bench.txt", "GELU beside fused", "f32", {"Adam"}, {"fused+chk"}),
 ]
 
 PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
 HEADER = ["network", "batch", "optimizer", "precision", "path", "dispatches per step", "µs per step", "ms per epoch", "build", "adapter"]
+
+
+def gpu(adapter):
+    """`H200` for "NVIDIA H200 (Vulkan, ...)": the table's short name of the adapter."""
+    m = re.match(r"NVIDIA (\S+)", adapter)
+    return m.group(1) if m else adapter
 
 
 def rows(path, run, precision, optimizers, skip):
@@ -58,17 +66,17 @@ def rows(path, run, precision, optimizers, skip):
 
 def main():
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(HEADER)
+    out.writerow(HEADER + ["GPU"])
     for path, run, precision, optimizers, skip in RUNS:
         if not os.path.exists(os.path.join(HERE, path)):
             sys.exit(f"step_table.py: {path} is missing")
         for row in rows(path, run, precision, optimizers, skip):
-            out.writerow(row)
+            out.writerow(row + [gpu(row[-1])])
     with open(os.path.join(HERE, "h200-step-twins.csv"), encoding="utf-8", newline="") as f:
         twins = csv.reader(f)
         if next(twins) != HEADER:
             sys.exit("step_table.py: h200-step-twins.csv has other columns than the table")
-        out.writerows(twins)
+        out.writerows(row + [gpu(row[-1])] for row in twins)
 
 
 if __name__ == "__main__":
