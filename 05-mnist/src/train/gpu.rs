@@ -51,7 +51,11 @@ const FIRST_PIECE: usize = 8;
 /// submission's commands into Vulkan's on its own thread, and only then passes on that an
 /// earlier one finished: with two in flight it sat idle about 0.9 ms before each piece of 100
 /// steps, waiting for the page's next. In a browser three: on an H100 in Chromium 156 an epoch
-/// of 784-128-10 took 17.5-23.0 ms against 22.8-27.6 with two (`results/h100-browser/`).
+/// of 784-128-10 took 17.5-23.0 ms against 22.8-27.6 with two (`results/h100-browser/`). A
+/// software adapter keeps two: its pieces are sized by timing each turn of the loop, and with
+/// three a read-back of the metrics (which waits for all of them) left the next turn's piece
+/// already done, timed at nearly nothing, so the pieces kept doubling (SwiftShader's progress
+/// line then stood still for 24 s).
 const IN_FLIGHT: usize = if cfg!(target_arch = "wasm32") { 3 } else { 2 };
 
 /// The longest a submission should keep the GPU busy: the loop reports progress and looks at
@@ -192,12 +196,13 @@ impl<'a> GpuRun<'a> {
         // and grow only after one has been timed, so its progress line moves from the start.
         let software = self.ctx.is_software();
         let mut piece = if software { 1 } else { FIRST_PIECE };
+        let in_flight = if software { 2 } else { IN_FLIGHT };
         let mut turn = Instant::now();
         while done < full {
             let k = per_submit.min(piece).min(full - done);
             let index = self.submit(done..done + k, training)?;
             pending.push_back((self.ctx.mark(index), k));
-            let oldest = if pending.len() >= IN_FLIGHT { pending.pop_front() } else { None };
+            let oldest = if pending.len() >= in_flight { pending.pop_front() } else { None };
             piece = match oldest {
                 Some((before, steps)) => {
                     self.ctx.wait_for_async(before).await?;
