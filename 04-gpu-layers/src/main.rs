@@ -48,8 +48,8 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), AnyError> {
     let ctx = GpuContext::with_gpu_limits(&args.gpu_limits)?;
     ctx.print_banner();
-    if args.gpu_limits != common::GpuLimits::Adapter {
-        eprintln!("{}", args.gpu_limits.describe(&ctx.limits));
+    if let Some(line) = args.gpu_limits.banner(&ctx.limits) {
+        eprintln!("{line}");
     }
     let kernels = Kernels::new();
     if let Some(settings) = &args.compiled {

@@ -55,8 +55,8 @@ impl LimitKey {
         }
     }
 
-    /// Sets the limit (and those bounded by it: the workgroup's sides by its invocations, the
-    /// buffer size by the binding) to `v`, which the caller has checked fits a `u32` where it must.
+    /// Sets the limit (and, for invocations, the workgroup's sides it bounds) to `v`, which the
+    /// caller has checked fits a `u32` where it must.
     fn set(self, l: &mut wgpu::Limits, v: u64) {
         let v32 = v as u32;
         match self {
@@ -66,7 +66,7 @@ impl LimitKey {
                 l.max_compute_invocations_per_workgroup = v32;
                 l.max_compute_workgroup_size_x = l.max_compute_workgroup_size_x.min(v32);
                 l.max_compute_workgroup_size_y = l.max_compute_workgroup_size_y.min(v32);
-                l.max_compute_workgroup_size_z = l.max_compute_workgroup_size_z.min(v32).min(64);
+                l.max_compute_workgroup_size_z = l.max_compute_workgroup_size_z.min(v32);
             }
             LimitKey::StorageBinding => l.max_storage_buffer_binding_size = v,
         }
@@ -103,15 +103,16 @@ impl GpuLimits {
         }
     }
 
-    /// One line for the banner: the choice and the four limits it gave (`l`).
-    pub fn describe(&self, l: &wgpu::Limits) -> String {
+    /// The banner's line for limits other than the adapter's own (None for those): the choice
+    /// and the four limits it gave (`l`).
+    pub fn banner(&self, l: &wgpu::Limits) -> Option<String> {
         let which = match self {
-            GpuLimits::Adapter => "the adapter's own",
+            GpuLimits::Adapter => return None,
             GpuLimits::WebGpu => "WebGPU's defaults",
             GpuLimits::Lowered(_) => "the adapter's own, lowered",
         };
         let each: Vec<String> = LimitKey::ALL.iter().map(|k| format!("{} {}", k.name(), k.get(l))).collect();
-        format!("limits: {which} ({})", each.join(", "))
+        Some(format!("limits: {which} ({})", each.join(", ")))
     }
 }
 

@@ -67,8 +67,8 @@ pub(super) fn run(args: &TrainArgs) -> Result<()> {
     match &selected.device {
         Device::Gpu(ctx) => {
             ctx.print_banner();
-            if args.gpu_limits != common::GpuLimits::Adapter {
-                eprintln!("{}", args.gpu_limits.describe(&ctx.limits));
+            if let Some(line) = args.gpu_limits.banner(&ctx.limits) {
+                eprintln!("{line}");
             }
         }
         Device::Cpu => {

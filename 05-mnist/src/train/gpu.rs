@@ -12,9 +12,9 @@
 //! Submitting does not wait, so a loop that only submits queues a whole epoch in a moment, and
 //! a stop would wait for all of it. So after submitting piece `k` the loop waits for piece
 //! `k - 1` (`GpuContext::mark` / `wait_for_async`): the GPU always has the next piece queued,
-//! and at most two are in flight ([`IN_FLIGHT`]; three in a browser). A stop takes effect
-//! within that many submissions' time (plus the rest of an evaluation the stop came during,
-//! which is one forward pass over the test set).
+//! and at most two are in flight ([`IN_FLIGHT`]; three on a GPU in a browser). A stop takes
+//! effect within that many submissions' time (plus the rest of an evaluation the stop came
+//! during, which is one forward pass over the test set).
 
 use std::cell::Cell;
 use std::collections::VecDeque;
