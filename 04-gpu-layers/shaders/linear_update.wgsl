@@ -1,5 +1,5 @@
-// linear_update.wgsl: the parameter gradients AND the optimizer step of up to TWO layers in ONE
-// dispatch.
+// linear_update.wgsl: the parameter gradients AND the optimizer step of up to THREE layers in
+// ONE dispatch.
 //
 // For each layer: x: [batch, in] (its input), dy: [batch, out] (dL/d its pre-activation) ->
 // grads: [(in + 1), out] = [x | 1]^T dy, i.e. dW = x^T dy and db = the column sums of dy (the
@@ -7,7 +7,7 @@
 // optimizer state move by SGD or Adam (common.wgsl). The gradient is also written to `grads`.
 //
 // Each workgroup owns a T x T tile of one layer's parameters (workgroups 0..b.first_group are
-// layer a's tiles, the rest layer b's). The batch is the reduction dimension. Its rows are
+// layer a's tiles, then layer b's up to c.first_group, the rest layer c's). The batch is the reduction dimension. Its rows are
 // staged in workgroup memory, UPD_R at a time (64: all of an MNIST batch in one round), by all
 // invocations at once: one round of loads, coalesced along k and j. The invocations are UPDATE_BATCH_SLICES
 // slices of the batch times a grid of UPD_B x UPD_B parameter blocks (T = 32, UPD_B = 4: an
@@ -21,9 +21,10 @@
 // dependent multiply-adds UPDATE_BATCH_SLICES times; `gpu-layers --sweep` times UPDATE_BATCH_SLICES = 1, 2, 4, 8. With
 // UPD_PRE = 1 the parameters and their optimizer state are loaded at the start, while the rows
 // are staged, because they do not depend on the gradient; with UPD_PRE = 0 they are loaded at
-// the end, which keeps those registers free during the rounds. Putting both layers in one dispatch saves a
-// dispatch (and its barrier) per training step, where the device allows the 11 storage buffers
-// that takes (else linear_update_b_unbound.wgsl: one layer per dispatch). In the split step,
+// the end, which keeps those registers free during the rounds. Putting the layers in one dispatch saves a
+// dispatch (and its barrier) per layer, where the device allows the storage buffers that takes:
+// 11 for two layers, 16 for three (else linear_update_b_unbound.wgsl and
+// linear_update_c_unbound.wgsl: one layer per dispatch, or two). In the split step,
 // linear_update_next.wgsl adds a last phase: the next step's partial sums of x W1 for this
 // tile (else linear_update_next_none.wgsl: nothing). The uniform, the bindings and the loads of
 // the rows are in linear_update_rows.wgsl.
@@ -48,26 +49,17 @@ struct Param {
     s1: f32,
 }
 
-fn load_param(is_b: bool, shape: LayerShape, k: u32, j: u32) -> Param {
+fn load_param(layer: u32, shape: LayerShape, k: u32, j: u32) -> Param {
     var p = Param(0.0, 0.0, 0.0);
     if k > shape.inputs || j >= shape.outputs {
         return p;
     }
     let count = (shape.inputs + 1u) * shape.outputs;
     let i = k * shape.outputs + j;
-    let adam = u.opt.kind == OPT_ADAM;
-    if is_b {
-        p.value = params_b[i];
-        p.s0 = state_b[i];
-        if adam {
-            p.s1 = state_b[count + i];
-        }
-    } else {
-        p.value = params_a[i];
-        p.s0 = state_a[i];
-        if adam {
-            p.s1 = state_a[count + i];
-        }
+    p.value = param_at(layer, i);
+    p.s0 = state_at(layer, i);
+    if u.opt.kind == OPT_ADAM {
+        p.s1 = state_at(layer, count + i);
     }
     return p;
 }
@@ -77,43 +69,24 @@ fn load_param(is_b: bool, shape: LayerShape, k: u32, j: u32) -> Param {
 // driver loaded it again for each parameter after the previous one's stores, one memory round
 // trip after another.
 // Returns the parameter's new value.
-fn step(is_b: bool, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) -> f32 {
+fn step(layer: u32, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) -> f32 {
     if k > shape.inputs || j >= shape.outputs {
         return p.value;
     }
-    let count = (shape.inputs + 1u) * shape.outputs;
-    let i = k * shape.outputs + j;
     var moved: Moved;
     if u.opt.kind == OPT_SGD {
         moved = sgd_step(u.opt, p.value, g, p.s0);
     } else {
         moved = adam_step(u.opt, t, p.value, g, p.s0, p.s1);
     }
-    if is_b {
-        grads_b[i] = g;
-        params_b[i] = moved.param;
-        state_b[i] = moved.s0;
-        if u.opt.kind == OPT_ADAM {
-            state_b[count + i] = moved.s1;
-        }
-    } else {
-        grads_a[i] = g;
-        params_a[i] = moved.param;
-        state_a[i] = moved.s0;
-        if u.opt.kind == OPT_ADAM {
-            state_a[count + i] = moved.s1;
-        }
-    }
+    store_moved(layer, k * shape.outputs + j, (shape.inputs + 1u) * shape.outputs, g, moved);
     return moved.param;
 }
 
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let is_b = wid.x >= u.b.first_group;
-    var shape = u.a;
-    if is_b {
-        shape = u.b;
-    }
+    let layer = layer_of(wid.x);
+    let shape = shape_of(layer);
     let tile = wid.x - shape.first_group;
     let k0 = (tile / shape.tiles_n) * T;
     let j0 = (tile % shape.tiles_n) * T;
@@ -123,7 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let bj = q % TB;
     // The split step's prologue: layer a's partial sums for the first batch, nothing else.
     let partials_only = u.split.partials_only == 1u;
-    if partials_only && is_b {
+    if partials_only && layer != 0u {
         return; // the whole workgroup
     }
     let adam_t = counters[COUNTER_STEP]; // Adam's step count, in flight during the rounds
@@ -134,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         counters[COUNTER_MASK_STEP] = adam_t;
     }
     // ANCHOR_END: mask_step
-    next_prefetch(is_b, shape, k0, li); // the split step: the next batch's first rows
+    next_prefetch(layer, shape, k0, li); // the split step: the next batch's first rows
 
     // The parameters this invocation moves at the end (element e = li + m * THREADS of the
     // tile, row e / T, column e % T) and their state: loaded now, they do not depend on the
@@ -143,7 +116,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if UPD_PRE == 1u {
         for (var m = 0u; m < PER_THREAD; m++) {
             let e = li + m * THREADS;
-            pre[m] = load_param(is_b, shape, k0 + e / T, j0 + e % T);
+            pre[m] = load_param(layer, shape, k0 + e / T, j0 + e % T);
         }
     }
 
@@ -158,8 +131,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var dq: array<vec4<f32>, UPD_R * TQ / THREADS>;
         for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
             let i = li + m * THREADS;
-            xq[m] = x_quad(is_b, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
-            dq[m] = dy_quad(is_b, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
+            xq[m] = x_quad(layer, shape, r0 + i / TQ, k0 + 4u * (i % TQ));
+            dq[m] = dy_quad(layer, shape, r0 + i / TQ, j0 + 4u * (i % TQ));
         }
         for (var m = 0u; m < UPD_R * TQ / THREADS; m++) {
             let i = li + m * THREADS;
@@ -208,13 +181,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         var p = pre[m];
         if UPD_PRE == 0u {
-            p = load_param(is_b, shape, k0 + kk, j0 + jj);
+            p = load_param(layer, shape, k0 + kk, j0 + jj);
         }
         moved[m] = p.value;
         if !partials_only {
-            moved[m] = step(is_b, shape, k0 + kk, j0 + jj, p, g, adam_t);
+            moved[m] = step(layer, shape, k0 + kk, j0 + jj, p, g, adam_t);
         }
     }
-    next_partials(is_b, shape, k0, j0, li, moved);
+    next_partials(layer, shape, k0, j0, li, moved);
     // ANCHOR_END: meet
 }

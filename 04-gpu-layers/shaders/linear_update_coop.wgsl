@@ -1,11 +1,11 @@
-// linear_update_coop.wgsl: the parameter gradients of up to TWO layers on the tensor cores (f16
-// inputs, f32 sums) AND their optimizer step, in one dispatch.
+// linear_update_coop.wgsl: the parameter gradients of up to THREE layers on the tensor cores
+// (f16 inputs, f32 sums) AND their optimizer step, in one dispatch.
 //
 // For each layer: x: [batch, in] (its input), dy: [batch, out] (dL/d its pre-activation) ->
 // grads: [(in + 1), out] = [x | 1]^T dy (dW, then db as the last row); params and the optimizer
 // state move by SGD or Adam (common.wgsl). Bindings, uniform and workgroup order are
-// linear_update.wgsl's (workgroups 0..b.first_group are layer a's tiles, the rest layer b's;
-// linear_update_b.wgsl declares layer b's buffers).
+// linear_update.wgsl's (layer a's tiles, then layer b's, then layer c's; linear_update_b.wgsl
+// and linear_update_c.wgsl declare layer b's and c's buffers).
 //
 // linear_update.wgsl gives each invocation a 4 x 4 block of parameters and sums the batch with
 // f32 multiply-adds: at 784-1024 in a batch of 256, 32 us on the H200. Here the batch sum is a
@@ -68,7 +68,7 @@ var<workgroup> cs: array<f32, SLICES * UC_T * LDC>;    // each slice's gradient 
 // UC_CHUNK parameters an invocation moves, from its m0-th (element e = tid + m * THREADS of the
 // tile: row e / UC_T, column e % UC_T), and their optimizer state (p2: Adam's second moments).
 fn load_params(
-    is_b: bool,
+    layer: u32,
     shape: LayerShape,
     k0: u32,
     j0: u32,
@@ -83,18 +83,10 @@ fn load_params(
     for (var c = 0u; c < UC_CHUNK; c++) {
         let e = tid + (m0 + c) * THREADS;
         let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
-        if is_b {
-            (*p0)[c] = params_b[i];
-            (*p1)[c] = state_b[i];
-            if adam {
-                (*p2)[c] = state_b[count + i];
-            }
-        } else {
-            (*p0)[c] = params_a[i];
-            (*p1)[c] = state_a[i];
-            if adam {
-                (*p2)[c] = state_a[count + i];
-            }
+        (*p0)[c] = param_at(layer, i);
+        (*p1)[c] = state_at(layer, i);
+        if adam {
+            (*p2)[c] = state_at(layer, count + i);
         }
     }
 }
@@ -105,11 +97,8 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) sg: u32,
 ) {
-    let is_b = wid.x >= u.b.first_group;
-    var shape = u.a;
-    if is_b {
-        shape = u.b;
-    }
+    let layer = layer_of(wid.x);
+    let shape = shape_of(layer);
     let tile = wid.x - shape.first_group;
     let k0 = (tile / shape.tiles_n) * UC_T;
     let j0 = (tile % shape.tiles_n) * UC_T;
@@ -128,8 +117,8 @@ fn main(
     var dn: array<vec4<f32>, RQ>;
     for (var l = 0u; l < RQ; l++) {
         let q = tid + l * THREADS;
-        xn[l] = x_quad(is_b, shape, q / TQ, k0 + 4u * (q % TQ));
-        dn[l] = dy_quad(is_b, shape, q / TQ, j0 + 4u * (q % TQ));
+        xn[l] = x_quad(layer, shape, q / TQ, k0 + 4u * (q % TQ));
+        dn[l] = dy_quad(layer, shape, q / TQ, j0 + 4u * (q % TQ));
     }
 
     let slice = sg / 4u;            // rows slice * 16 .. + 16 of each round
@@ -151,8 +140,8 @@ fn main(
             let r0 = (t + 1u) * UC_R;
             for (var l = 0u; l < RQ; l++) {
                 let q = tid + l * THREADS;
-                xn[l] = x_quad(is_b, shape, r0 + q / TQ, k0 + 4u * (q % TQ));
-                dn[l] = dy_quad(is_b, shape, r0 + q / TQ, j0 + 4u * (q % TQ));
+                xn[l] = x_quad(layer, shape, r0 + q / TQ, k0 + 4u * (q % TQ));
+                dn[l] = dy_quad(layer, shape, r0 + q / TQ, j0 + 4u * (q % TQ));
             }
         }
         // A = x^T (k x rows): column-major from the [row][k] tile; B = dy (rows x j): row-major.
@@ -195,7 +184,7 @@ fn main(
         var p0: array<f32, UC_CHUNK>;
         var p1: array<f32, UC_CHUNK>;
         var p2: array<f32, UC_CHUNK>;
-        load_params(is_b, shape, k0, j0, tid, m0, &p0, &p1, &p2);
+        load_params(layer, shape, k0, j0, tid, m0, &p0, &p1, &p2);
         for (var c = 0u; c < UC_CHUNK; c++) {
             let e = tid + (m0 + c) * THREADS;
             let k = k0 + e / UC_T;
@@ -215,21 +204,7 @@ fn main(
             } else {
                 moved = sgd_step(u.opt, p0[c], g, p1[c]);
             }
-            if is_b {
-                grads_b[i] = g;
-                params_b[i] = moved.param;
-                state_b[i] = moved.s0;
-                if adam {
-                    state_b[count + i] = moved.s1;
-                }
-            } else {
-                grads_a[i] = g;
-                params_a[i] = moved.param;
-                state_a[i] = moved.s0;
-                if adam {
-                    state_a[count + i] = moved.s1;
-                }
-            }
+            store_moved(layer, i, count, g, moved);
         }
     }
 }

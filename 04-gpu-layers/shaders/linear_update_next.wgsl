@@ -45,8 +45,8 @@ fn next_load(shape: LayerShape, k0: u32, li: u32, r0: u32) {
     }
 }
 
-fn next_prefetch(is_b: bool, shape: LayerShape, k0: u32, li: u32) {
-    if !is_b {
+fn next_prefetch(layer: u32, shape: LayerShape, k0: u32, li: u32) {
+    if layer == 0u {
         next_load(shape, k0, li, 0u);
     }
 }
@@ -73,8 +73,8 @@ fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
 }
 
 // ANCHOR: next_partials
-fn next_partials(is_b: bool, shape: LayerShape, k0: u32, j0: u32, li: u32, moved: array<f32, PER_THREAD>) {
-    if is_b {
+fn next_partials(layer: u32, shape: LayerShape, k0: u32, j0: u32, li: u32, moved: array<f32, PER_THREAD>) {
+    if layer != 0u {
         return; // the whole workgroup: layer b's forward is forward_output's own
     }
     for (var m = 0u; m < PER_THREAD; m++) {

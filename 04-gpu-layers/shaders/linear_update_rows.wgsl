@@ -1,7 +1,9 @@
 // linear_update_rows.wgsl: what linear_update.wgsl and linear_update_coop.wgsl share: the
 // `Update` uniform, layer a's buffers and the common ones (layer b's, bindings 5-9, are in
-// linear_update_b.wgsl or linear_update_b_unbound.wgsl), and the loads of the rows of x and dy
-// that both stage in workgroup memory, four values at a time.
+// linear_update_b.wgsl or linear_update_b_unbound.wgsl; layer c's, bindings 18-22, in
+// linear_update_c.wgsl or linear_update_c_unbound.wgsl), which layer a workgroup moves, the
+// reads and writes of that layer's parameters, and the loads of the rows of x and dy that both
+// stage in workgroup memory, four values at a time.
 
 struct LayerShape {
     inputs: u32,
@@ -23,6 +25,7 @@ struct Update {
     opt: Opt,
     a: LayerShape,
     b: LayerShape,
+    c: LayerShape, // first_group: the grid's size where there is no layer c (nor b: both)
     split: Split,
 }
 
@@ -39,20 +42,91 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
-// WGSL cannot pass a buffer to a function, so the two layers' buffers are picked here. `is_b`
-// is the same for the whole workgroup, so these branches never diverge.
-fn load_x(is_b: bool, i: u32) -> f32 {
-    if is_b {
+// The layer workgroup `group` moves: 0 (a), 1 (b) or 2 (c), each layer's tiles after the
+// one before's.
+fn layer_of(group: u32) -> u32 {
+    return select(select(0u, 1u, group >= u.b.first_group), 2u, group >= u.c.first_group);
+}
+
+fn shape_of(layer: u32) -> LayerShape {
+    if layer == 2u {
+        return u.c;
+    }
+    if layer == 1u {
+        return u.b;
+    }
+    return u.a;
+}
+
+// WGSL cannot pass a buffer to a function, so the layers' buffers are picked here. `layer` is
+// the same for the whole workgroup, so these branches never diverge.
+fn load_x(layer: u32, i: u32) -> f32 {
+    if layer == 2u {
+        return x_c[i];
+    }
+    if layer == 1u {
         return x_b[i];
     }
     return x_a[i];
 }
 
-fn load_dy(is_b: bool, i: u32) -> f32 {
-    if is_b {
+fn load_dy(layer: u32, i: u32) -> f32 {
+    if layer == 2u {
+        return dy_c[i];
+    }
+    if layer == 1u {
         return dy_b[i];
     }
     return dy_a[i];
+}
+
+// Element i of the layer's parameters, and of its optimizer state (Adam's second moments from
+// `count`, the parameters' count, on).
+fn param_at(layer: u32, i: u32) -> f32 {
+    if layer == 2u {
+        return params_c[i];
+    }
+    if layer == 1u {
+        return params_b[i];
+    }
+    return params_a[i];
+}
+
+fn state_at(layer: u32, i: u32) -> f32 {
+    if layer == 2u {
+        return state_c[i];
+    }
+    if layer == 1u {
+        return state_b[i];
+    }
+    return state_a[i];
+}
+
+// Element i's gradient `g`, and the parameter and its state after the optimizer's step.
+fn store_moved(layer: u32, i: u32, count: u32, g: f32, moved: Moved) {
+    let adam = u.opt.kind == OPT_ADAM;
+    if layer == 2u {
+        grads_c[i] = g;
+        params_c[i] = moved.param;
+        state_c[i] = moved.s0;
+        if adam {
+            state_c[count + i] = moved.s1;
+        }
+    } else if layer == 1u {
+        grads_b[i] = g;
+        params_b[i] = moved.param;
+        state_b[i] = moved.s0;
+        if adam {
+            state_b[count + i] = moved.s1;
+        }
+    } else {
+        grads_a[i] = g;
+        params_a[i] = moved.param;
+        state_a[i] = moved.s0;
+        if adam {
+            state_a[count + i] = moved.s1;
+        }
+    }
 }
 
 // Four consecutive values of the augmented input row `row` ([x | 1]: column `inputs` is the
@@ -63,12 +137,12 @@ fn load_dy(is_b: bool, i: u32) -> f32 {
 // a block of its own, with branches between them; this form took the update from 4.79 to 4.56
 // us alone at batch 64, and from 35.77 to 33.80 at 784-1024, batch 256: README.)
 // ANCHOR: x_quad
-fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
+fn x_quad(layer: u32, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
     let r = min(row, max(batch.rows, 1u) - 1u);
     var v: vec4<f32>;
     for (var e = 0u; e < 4u; e++) {
         let kk = k + e;
-        let value = load_x(is_b, r * shape.inputs + min(kk, shape.inputs - 1u));
+        let value = load_x(layer, r * shape.inputs + min(kk, shape.inputs - 1u));
         v[e] = select(select(0.0, 1.0, kk == shape.inputs), value, kk < shape.inputs);
     }
     return select(vec4<f32>(0.0), v, row < batch.rows);
@@ -77,11 +151,11 @@ fn x_quad(is_b: bool, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
 
 // Four consecutive values of dy's row `row` from column j; 0 past the batch and the outputs
 // (branch-free, as x_quad).
-fn dy_quad(is_b: bool, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
+fn dy_quad(layer: u32, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
     let r = min(row, max(batch.rows, 1u) - 1u);
     var v: vec4<f32>;
     for (var e = 0u; e < 4u; e++) {
-        let value = load_dy(is_b, r * shape.outputs + min(j + e, shape.outputs - 1u));
+        let value = load_dy(layer, r * shape.outputs + min(j + e, shape.outputs - 1u));
         v[e] = select(0.0, value, j + e < shape.outputs);
     }
     return select(vec4<f32>(0.0), v, row < batch.rows);

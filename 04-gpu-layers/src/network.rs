@@ -533,14 +533,21 @@ impl FusedPlan<'_> {
             ops.extend(layers[l].backward_params(self.input_of(l), self.delta_of(l)));
             ops.push(layers[l].update(self.net.counters, self.net.optimizer));
         }
-        // The other layers: gradients and updates, two layers per dispatch.
+        // The other layers: gradients and updates, three layers per dispatch (where the device
+        // binds fewer buffers, the GPU store splits them: `plan::layers_per_update`).
         let updates: Vec<LayerUpdate> = (0..=last)
             .rev()
             .filter(|&l| !self.net.routed[l])
             .map(|l| layers[l].update_fused(self.input_of(l), self.delta_of(l)))
             .collect();
-        for pair in updates.chunks(2) {
-            ops.push(Op::LinearUpdate { first: pair[0], second: pair.get(1).copied(), counters: self.net.counters, opt: self.net.optimizer });
+        for layers in updates.chunks(3) {
+            ops.push(Op::LinearUpdate {
+                first: layers[0],
+                second: layers.get(1).copied(),
+                third: layers.get(2).copied(),
+                counters: self.net.counters,
+                opt: self.net.optimizer,
+            });
         }
         ops
     }
@@ -619,7 +626,7 @@ mod tests {
         let net = Network::new(&deep, Optimizer::sgd(0.1, 0.0), Fusion::Fused, 0).unwrap();
         assert_eq!(
             names(&net.train),
-            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update"]
+            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update"]
         );
         let none = NetworkSpec::new(5, &[], 3).unwrap();
         let net = Network::new(&none, Optimizer::sgd(0.1, 0.0), Fusion::Fused, 0).unwrap();
@@ -702,7 +709,7 @@ mod tests {
         assert_eq!(net.fusion, Fusion::Fused);
         assert_eq!(
             names(&net.train),
-            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update", "linear_update"]
+            ["linear_forward", "linear_forward", "output_layer", "linear_backward_input", "linear_update"]
         );
         let drops: Vec<Option<FusedDropout>> = net
             .train

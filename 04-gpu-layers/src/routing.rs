@@ -50,11 +50,11 @@ pub fn routes_by_shape(max_batch: usize, inputs: usize, outputs: usize, precisio
 impl FusedTiles {
     /// What the (unsplit) `linear_update` with these tiles needs of a device: its invocations;
     /// the round's rows of x and dy or the slices' partial sums, whichever is larger, as vec4;
-    /// 11 storage buffers (two layers).
+    /// 16 storage buffers (three layers and the counters).
     pub fn update_needs(&self) -> Needs {
         let (t, r, s) = (self.update_t, self.update_r, self.update_batch_slices);
         let vec4s = (2 * r * (t / 4)).max(s * t * (t / 4));
-        Needs { invocations: self.update_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: 11 }
+        Needs { invocations: self.update_invocations(), workgroup_bytes: 16 * vec4s, storage_buffers: UPDATE_TRIPLE_BUFFERS }
     }
 
     /// What `linear_forward_tiled` with these tiles needs of a device: its invocations; the
@@ -87,10 +87,10 @@ impl FusedTiles {
 
     /// What `linear_update_coop` needs of a device: 128 invocations per slice; a round's x and
     /// dy rows in f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and an f32 gradient tile per
-    /// slice (rows padded by 4); 11 storage buffers (two layers).
+    /// slice (rows padded by 4); 16 storage buffers (three layers and the counters).
     pub fn coop_update_needs(&self) -> Needs {
         let (t, s) = (COOP_UPDATE_T, self.coop_update_batch_slices);
-        Needs { invocations: 128 * s, workgroup_bytes: 2 * 2 * 32 * (t + 8) + s * 4 * t * (t + 4), storage_buffers: 11 }
+        Needs { invocations: 128 * s, workgroup_bytes: 2 * 2 * 32 * (t + 8) + s * 4 * t * (t + 4), storage_buffers: UPDATE_TRIPLE_BUFFERS }
     }
 
     /// What `output_wide` needs of a device: its invocations; the partial logits of every
@@ -119,8 +119,8 @@ impl FusedTiles {
     /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
-        // The split update is the unsplit one in 4 x 4 blocks with `split_step_batch_slices` slices, plus
-        // its last phase.
+        // The split update is the unsplit one in 4 x 4 blocks with `split_step_batch_slices` slices
+        // (two layers), plus its last phase.
         let unsplit = FusedTiles { update_batch_slices: self.split_step_batch_slices, update_block: 4, ..*self }.update_needs();
         let t = self.update_t;
         let update = Needs {
@@ -181,8 +181,8 @@ impl FusedTiles {
 /// of workgroup memory and 8 storage buffers per shader stage, and a browser may offer no more;
 /// native adapters offer 1,024, 32-48 KiB and dozens, where the larger choices are faster. The
 /// results are the same either way: only how large a layer `output_layer` and the gathering
-/// `linear_forward` stage in workgroup memory (784-128-10 is staged with both) and whether
-/// `linear_update` takes two layers per dispatch change here; how many invocations the fused
+/// `linear_forward` stage in workgroup memory (784-128-10 is staged with both) and how many
+/// layers `linear_update` takes per dispatch change here; how many invocations the fused
 /// kernels use is [`FusedTiles::fitted`]'s job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DeviceFit {
@@ -193,24 +193,24 @@ pub struct DeviceFit {
     /// Floats of input rows the gathering `linear_forward` stages (WGSL `X_SHARED`); with more
     /// (`TR x inputs`), it reads the bytes in its k loop instead.
     pub forward_x_shared: u32,
-    /// Two layers per `linear_update` dispatch (11 storage buffers), or one (6).
-    pub linear_update_pairs: bool,
+    /// Layers per `linear_update` dispatch: three (16 storage buffers), two (11) or one (6).
+    pub linear_update_layers: u32,
 }
 
 impl DeviceFit {
     /// The larger choices, which every native adapter of this project allows (lavapipe, the
     /// H200).
     pub const LARGE: Self =
-        Self { output_w_shared: 4096, output_h_shared: 1024, forward_x_shared: 4096, linear_update_pairs: true };
+        Self { output_w_shared: 4096, output_h_shared: 1024, forward_x_shared: 4096, linear_update_layers: 3 };
     /// What [`DeviceFit::LARGE`]'s kernels need with [`FusedTiles::DEFAULT`], each the most of
     /// any kernel: 512 invocations per workgroup (`linear_forward`), 25,600 bytes of workgroup
-    /// memory (`output_layer`) and 11 storage buffers (`linear_update`). A test measures all
-    /// three with naga.
-    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_600, storage_buffers: 11 };
+    /// memory (`output_layer`) and 16 storage buffers (`linear_update` of three layers). A test
+    /// measures all three with naga.
+    pub const LARGE_NEEDS: Needs = Needs { invocations: 512, workgroup_bytes: 25_600, storage_buffers: UPDATE_TRIPLE_BUFFERS };
     /// The choices within WebGPU's default limits (with [`FusedTiles::fitted`] to 256
     /// invocations).
     pub const WEBGPU_DEFAULTS: Self =
-        Self { output_w_shared: 2048, output_h_shared: 512, forward_x_shared: 2048, linear_update_pairs: false };
+        Self { output_w_shared: 2048, output_h_shared: 512, forward_x_shared: 2048, linear_update_layers: 1 };
 
     /// Each choice of [`DeviceFit::LARGE`] where the device allows it, else the one of
     /// [`DeviceFit::WEBGPU_DEFAULTS`].
@@ -222,10 +222,18 @@ impl DeviceFit {
             output_w_shared: pick(stage, large.output_w_shared, small.output_w_shared),
             output_h_shared: pick(stage, large.output_h_shared, small.output_h_shared),
             forward_x_shared: pick(stage, large.forward_x_shared, small.forward_x_shared),
-            linear_update_pairs: limits.max_storage_buffers_per_shader_stage >= needs.storage_buffers,
+            linear_update_layers: match limits.max_storage_buffers_per_shader_stage {
+                n if n >= UPDATE_TRIPLE_BUFFERS => 3,
+                n if n >= UPDATE_PAIR_BUFFERS => 2,
+                _ => 1,
+            },
         }
     }
 }
+
+/// Storage buffers `linear_update` binds for two layers (5 each and the counters) and for three.
+const UPDATE_PAIR_BUFFERS: u32 = 11;
+const UPDATE_TRIPLE_BUFFERS: u32 = 16;
 
 /// What a set of kernels needs of a device, per workgroup or per dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,7 +367,12 @@ mod tests {
         let swiftshader =
             wgpu::Limits { max_compute_workgroup_storage_size: 32768, max_storage_buffers_per_shader_stage: 10, ..defaults };
         let fit = DeviceFit::for_limits(&swiftshader);
-        assert_eq!((fit.output_w_shared, fit.forward_x_shared, fit.linear_update_pairs), (4096, 4096, false));
+        assert_eq!((fit.output_w_shared, fit.forward_x_shared, fit.linear_update_layers), (4096, 4096, 1));
+        // Chromium's on the H100 (16 storage buffers): three layers per update.
+        let h100 = wgpu::Limits { max_storage_buffers_per_shader_stage: 16, ..swiftshader };
+        assert_eq!(DeviceFit::for_limits(&h100).linear_update_layers, 3);
+        let eleven = wgpu::Limits { max_storage_buffers_per_shader_stage: 11, ..swiftshader };
+        assert_eq!(DeviceFit::for_limits(&eleven).linear_update_layers, 2);
         let webgpu_tiles = FusedTiles::DEFAULT.fitted(256);
         assert_eq!((webgpu_tiles.forward_ks, webgpu_tiles.output_wg, webgpu_tiles.update_batch_slices), (8, 256, 4));
     }

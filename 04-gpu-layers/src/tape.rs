@@ -127,9 +127,9 @@ pub enum Op {
     /// `dx = (dy W^T) * act'(h)`, through h's dropout mask with `drop`; dy `[B, out]`, h
     /// `[B, in]` -> dx `[B, in]`.
     LinearBackwardInput { dy: View, params: TensorId, h: View, act: Activation, dx: View, drop: Option<FusedDropout> },
-    /// For one or two layers: `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer
-    /// step on `params`.
-    LinearUpdate { first: LayerUpdate, second: Option<LayerUpdate>, counters: TensorId, opt: Optimizer },
+    /// For one to three layers: `grads = [x | 1]^T dy` (`[(in + 1), out]`), then the optimizer
+    /// step on `params`. `third` only with `second`.
+    LinearUpdate { first: LayerUpdate, second: Option<LayerUpdate>, third: Option<LayerUpdate>, counters: TensorId, opt: Optimizer },
 
     // ---- more layers: composed tapes only (the fused kernels do not cover them) ---------------
     /// `y = act(x)` into a separate tensor (the out-of-place form: GELU, or an activation on

@@ -311,13 +311,14 @@ impl Split {
     pub const NONE: Split = Split { partials_only: 0, partial_rows: 0, _pad: [0; 2] };
 }
 
-/// `Update` (`linear_update.wgsl`): the optimizer, up to two layers, and the split step's part.
+/// `Update` (`linear_update.wgsl`): the optimizer, up to three layers, and the split step's part.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Update {
     pub opt: Opt,
     pub a: LayerShape,
     pub b: LayerShape,
+    pub c: LayerShape,
     pub split: Split,
 }
 
@@ -469,7 +470,7 @@ mod tests {
         let at = Opt::LR_OFFSET as usize;
         assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
         let none = LayerShape { inputs: 0, outputs: 0, tiles_n: 0, first_group: 0 };
-        let update = Update { opt, a: none, b: none, split: Split::NONE };
+        let update = Update { opt, a: none, b: none, c: none, split: Split::NONE };
         let bytes = bytemuck::bytes_of(&update);
         assert_eq!(f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0.25);
     }

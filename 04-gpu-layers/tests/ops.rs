@@ -499,7 +499,7 @@ fn linear_backward_input_fused() {
 
 /// `linear_update` in its default 4 x 4 blocks and in 8 x 8 blocks (tiles of 64 and of 32).
 #[test]
-fn linear_update_fused_one_and_two_layers() {
+fn linear_update_fused_one_two_and_three_layers() {
     let d = FusedTiles::DEFAULT;
     let b8 = FusedTiles { update_block: 8, update_t: 64, update_batch_slices: 2, split_step_batch_slices: 2, ..d };
     let b8_t32 = FusedTiles { update_block: 8, update_batch_slices: 8, ..d };
@@ -541,12 +541,14 @@ fn runs_on_this_adapter(id: KernelId) -> bool {
     false
 }
 
-/// (inputs, outputs) of the first and the second layer of `linear_update_cases`.
+/// (inputs, outputs) of the first and the second layer of `linear_update_cases` (the third is
+/// the second's outputs to the first's inputs).
 type TwoLayers = ((usize, usize), (usize, usize));
 const UPDATE_SHAPES: [TwoLayers; 4] = [((1, 1), (3, 2)), ((17, 63), (63, 5)), ((65, 17), (1, 33)), ((129, 257), (31, 32))];
 
-/// Every shape at every (max_batch, batch), SGD with momentum and Adam, one layer and two, inputs
-/// rounded to f16 where `f16`; with `f16`, the update must run `linear_update_coop`.
+/// Every shape at every (max_batch, batch), SGD with momentum and Adam, one, two and three layers
+/// (each in ONE dispatch: the test adapters bind three layers' buffers), inputs rounded to f16
+/// where `f16`; with `f16`, the update must run `linear_update_coop`.
 fn linear_update_cases(
     kernels: &std::sync::Arc<Kernels>,
     batches: &[(usize, usize)],
@@ -556,7 +558,7 @@ fn linear_update_cases(
     for &(mb, b) in batches {
         for &((i, o), (i2, o2)) in shapes {
             for opt in [Optimizer::sgd(0.05, 0.9), Optimizer::adam(0.01)] {
-                for two in [false, true] {
+                for layers in 1..=3 {
                     let mut c = Case::new();
                     c.f16_inputs = f16;
                     let k = opt.state_per_parameter();
@@ -568,10 +570,12 @@ fn linear_update_cases(
                         state: c.tensor(state_name(opt), Dim::Fixed(k * (i + 1)), o, Elem::F32),
                     };
                     let first = layer(&mut c, "1", i, o);
-                    let second = two.then(|| layer(&mut c, "2", i2, o2));
+                    let second = (layers >= 2).then(|| layer(&mut c, "2", i2, o2));
+                    let third = (layers == 3).then(|| layer(&mut c, "3", o2, i));
                     let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                    let ops = [Op::LinearUpdate { first, second, counters, opt }];
+                    let ops = [Op::LinearUpdate { first, second, third, counters, opt }];
                     let dispatches = c.check_with(kernels, &ops, mb, b, tol(b));
+                    assert_eq!(dispatches, 1, "{layers} layers: {i}-{o}, {i2}-{o2}, {o2}-{i}");
                     if f16 {
                         let ctx = test_context();
                         let mut gpu = GpuStore::new(ctx, &c.tensors, mb).unwrap();
@@ -825,7 +829,7 @@ fn fused_kernels_with_every_tile_size_the_sweep_times() {
                 let first = layer("1", 70, 33);
                 let second = Some(layer("2", 33, 10));
                 let counters = c.tensor("counters", Dim::Fixed(1), 8, Elem::U32);
-                c.check_with(&kernels, &[Op::LinearUpdate { first, second, counters, opt }], mb, b, tol(b));
+                c.check_with(&kernels, &[Op::LinearUpdate { first, second, third: None, counters, opt }], mb, b, tol(b));
             }
             let mut c = Case::new();
             let ops = forward_then_output(&mut c, (129, 100, 10), Some(Activation::Relu), Mode::Train);

@@ -356,13 +356,15 @@ fn many_steps_in_one_submission_count_adam_steps_on_the_gpu() {
     assert_eq!(m.rows, 100);
 }
 
+/// One, two and three hidden layers: the last two put three and four layers' updates in one
+/// dispatch and two (each update's uniform must be the one whose learning rate changes).
 #[test]
 fn learning_rate_changes_keep_the_optimizer_state() {
     let ctx = test_context();
-    let spec = NetworkSpec::new(6, &[8], 3).unwrap();
-    for opt in [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-2)] {
-        let g = gpu(&spec, opt, 10, Fusion::Fused);
-        let mut c = CpuTrainer::new(&spec, opt, 10, 7).unwrap();
+    let specs = [&[8][..], &[8, 7], &[8, 7, 5]].map(|hidden| NetworkSpec::new(6, hidden, 3).unwrap());
+    for (spec, opt) in specs.iter().flat_map(|s| [(s, Optimizer::sgd(0.1, 0.9)), (s, Optimizer::adam(1e-2))]) {
+        let g = gpu(spec, opt, 10, Fusion::Fused);
+        let mut c = CpuTrainer::new(spec, opt, 10, 7).unwrap();
         let (x, labels) = batch(10, 6, 3, 2);
         g.write_batch(ctx, &x, &labels).unwrap();
         for lr in [opt.lr(), opt.lr() * 0.5, opt.lr() * 0.1] {
@@ -373,7 +375,7 @@ fn learning_rate_changes_keep_the_optimizer_state() {
             for _ in 0..3 {
                 c.train_step(&x, &labels).unwrap();
             }
-            assert_params_close(ctx, &g, &c, &format!("{} after lr {lr}", opt.describe()));
+            assert_params_close(ctx, &g, &c, &format!("{} {} after lr {lr}", spec.describe(), opt.describe()));
         }
         assert!(g.set_learning_rate(ctx, -1.0).is_err() && c.set_learning_rate(f32::NAN).is_err());
     }

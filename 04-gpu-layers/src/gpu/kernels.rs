@@ -312,20 +312,27 @@ impl KernelId {
             KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_split_sums.wgsl", include_str!("../../shaders/forward_split_sums.wgsl")))
             }
-            // Both layers' buffers (the tensor cores are only on native adapters, which allow 11).
-            KernelId::LinearUpdateCoop => files.push(("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))),
-            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
-                // The split step binds both layers (it runs only where FusedTiles::runs_split_step).
-                files.push(if fit.linear_update_pairs || self == KernelId::LinearUpdateSplit {
+            KernelId::LinearUpdate | KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop => {
+                // The split step binds two layers (it runs only where FusedTiles::runs_split_step),
+                // the tensor cores' update at least two (they are only on native adapters, which
+                // allow 11).
+                let split = self == KernelId::LinearUpdateSplit;
+                let two = fit.linear_update_layers >= 2 || split || self == KernelId::LinearUpdateCoop;
+                files.push(if two {
                     ("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))
                 } else {
                     ("shaders/linear_update_b_unbound.wgsl", include_str!("../../shaders/linear_update_b_unbound.wgsl"))
                 });
-                files.push(if self == KernelId::LinearUpdateSplit {
-                    ("shaders/linear_update_next.wgsl", include_str!("../../shaders/linear_update_next.wgsl"))
+                files.push(if fit.linear_update_layers >= 3 && !split {
+                    ("shaders/linear_update_c.wgsl", include_str!("../../shaders/linear_update_c.wgsl"))
                 } else {
-                    ("shaders/linear_update_next_none.wgsl", include_str!("../../shaders/linear_update_next_none.wgsl"))
+                    ("shaders/linear_update_c_unbound.wgsl", include_str!("../../shaders/linear_update_c_unbound.wgsl"))
                 });
+                if split {
+                    files.push(("shaders/linear_update_next.wgsl", include_str!("../../shaders/linear_update_next.wgsl")));
+                } else if self == KernelId::LinearUpdate {
+                    files.push(("shaders/linear_update_next_none.wgsl", include_str!("../../shaders/linear_update_next_none.wgsl")));
+                }
             }
             _ => {}
         }

@@ -1,5 +1,5 @@
-//! Which dispatches a tape of ops becomes, decided without a device: two-layer updates split
-//! where the device binds too few buffers, a `LinearForward` and the `OutputLayer` on it merged
+//! Which dispatches a tape of ops becomes, decided without a device: updates of several layers
+//! split where the device binds too few buffers, a `LinearForward` and the `OutputLayer` on it merged
 //! (`forward_output`) or split over k (`linear_forward_tiled (k split)` + `output_wide (sums)`)
 //! where the tiles and the device allow, and the name each dispatch goes by ([`plan`]).
 
@@ -13,28 +13,31 @@ pub(crate) const KERNEL_FORWARD_SPLIT: &str = "linear_forward_tiled (k split)";
 pub(crate) const KERNEL_FORWARD_SPLIT_COOP: &str = "linear_forward_coop (k split)";
 pub(crate) const KERNEL_OUTPUT_SUMS: &str = "output_wide (sums)";
 
-/// `op`, or, on a device that cannot bind two layers' buffers at once (`pairs` false), a
-/// two-layer `LinearUpdate` as two one-layer ones. Neither layer's update reads the other's
-/// parameters, so two dispatches compute what one would.
-pub(crate) fn one_layer_per_update(op: &Op, pairs: bool) -> Vec<Op> {
-    match *op {
-        Op::LinearUpdate { first, second: Some(second), counters, opt } if !pairs => vec![
-            Op::LinearUpdate { first, second: None, counters, opt },
-            Op::LinearUpdate { first: second, second: None, counters, opt },
-        ],
-        _ => vec![op.clone()],
+/// `op`, or, where a `LinearUpdate` has more layers than the device binds at once (`layers`:
+/// [`DeviceFit::linear_update_layers`]), its layers in updates of at most `layers` each. No
+/// layer's update reads another's parameters, so several dispatches compute what one would.
+pub(crate) fn layers_per_update(op: &Op, layers: u32) -> Vec<Op> {
+    let Op::LinearUpdate { first, second, third, counters, opt } = *op else {
+        return vec![op.clone()];
+    };
+    let all: Vec<LayerUpdate> = std::iter::once(first).chain(second).chain(third).collect();
+    if all.len() <= layers as usize {
+        return vec![op.clone()];
     }
+    all.chunks(layers.max(1) as usize)
+        .map(|l| Op::LinearUpdate { first: l[0], second: l.get(1).copied(), third: l.get(2).copied(), counters, opt })
+        .collect()
 }
 
 /// Whether the `LinearUpdate` `op` runs `linear_update_coop` (the gradients on the tensor cores,
 /// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`) and one of
 /// its layers takes it ([`FusedTiles::coop_updates`] at `max_batch` rows).
 pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, op: &Op) -> bool {
-    let Op::LinearUpdate { first, second, .. } = op else {
+    let Op::LinearUpdate { first, second, third, .. } = op else {
         return false;
     };
     let wide = |l: &LayerUpdate| tiles.coop_updates(max_batch, l.dy.cols, limits);
-    coop && (wide(first) || second.as_ref().is_some_and(wide))
+    coop && (wide(first) || second.as_ref().is_some_and(wide) || third.as_ref().is_some_and(wide))
 }
 
 /// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
@@ -76,11 +79,11 @@ pub fn plan(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits,
     planned.into_iter().map(|p| p.name(&ops, gather, tiles, limits, max_batch)).collect()
 }
 
-/// `ops` with two-layer updates split where the device binds too few buffers, and the
+/// `ops` with updates of several layers split where the device binds too few buffers, and the
 /// dispatches they become.
 pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wgpu::Limits, max_batch: usize) -> (Vec<Op>, Vec<Planned>) {
-    let pairs = DeviceFit::for_limits(limits).linear_update_pairs;
-    let ops: Vec<Op> = ops.iter().flat_map(|op| one_layer_per_update(op, pairs)).collect();
+    let layers = DeviceFit::for_limits(limits).linear_update_layers;
+    let ops: Vec<Op> = ops.iter().flat_map(|op| layers_per_update(op, layers)).collect();
     let mut planned = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {
@@ -140,5 +143,38 @@ pub(crate) fn forward_kernel_id(tiles: &FusedTiles, limits: &wgpu::Limits, rows:
         KernelId::LinearForwardTiled
     } else {
         KernelId::LinearForward
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Optimizer;
+    use crate::tape::{Dim, TensorId, View};
+
+    /// Layer `n`'s part of an update (tensors 5n..5n+4).
+    fn layer(n: usize) -> LayerUpdate {
+        let view = |t: usize| View { tensor: TensorId(t), rows: Dim::Batch, cols: 3 };
+        LayerUpdate { x: view(5 * n), dy: view(5 * n + 1), params: TensorId(5 * n + 2), grads: TensorId(5 * n + 3), state: TensorId(5 * n + 4) }
+    }
+
+    fn layers_of(op: &Op) -> Vec<TensorId> {
+        let Op::LinearUpdate { first, second, third, .. } = op else { panic!("not an update: {op:?}") };
+        std::iter::once(first).chain(second).chain(third).map(|l| l.params).collect()
+    }
+
+    #[test]
+    fn an_update_of_three_layers_splits_to_what_the_device_binds() {
+        let counters = TensorId(99);
+        let opt = Optimizer::sgd(0.1, 0.0);
+        let op = Op::LinearUpdate { first: layer(0), second: Some(layer(1)), third: Some(layer(2)), counters, opt };
+        let split = |n: u32| layers_per_update(&op, n).iter().map(layers_of).collect::<Vec<_>>();
+        let p = |n: usize| TensorId(5 * n + 2);
+        assert_eq!(split(3), [vec![p(0), p(1), p(2)]]);
+        assert_eq!(split(2), [vec![p(0), p(1)], vec![p(2)]]);
+        assert_eq!(split(1), [vec![p(0)], vec![p(1)], vec![p(2)]]);
+        // Other ops pass through.
+        let bias = Op::BiasAdd { y: layer(0).x, bias: counters, offset: 0 };
+        assert_eq!(layers_per_update(&bias, 1), [bias]);
     }
 }

@@ -206,11 +206,11 @@ pub(crate) fn prepare_split_update(
     partials: &wgpu::Buffer,
     x: [&wgpu::Buffer; 2],
 ) -> Result<[[Dispatch; 2]; 2], LayersError> {
-    let Op::LinearUpdate { first, second: Some(second), counters, opt } = op else {
+    let Op::LinearUpdate { first, second: Some(second), third: None, counters, opt } = op else {
         return Err(LayersError::Spec(format!("the split step's update is a two-layer linear_update, not {}", op.kernel_name())));
     };
     let id = KernelId::LinearUpdateSplit;
-    let (update, groups) = update_uniform(ctx, &kernels.tiles(), first, Some(second), *opt, id.name())?;
+    let (update, groups) = update_uniform(ctx, &kernels.tiles(), &[*first, *second], *opt, id.name())?;
     let pipeline = kernels.pipeline(ctx, id)?;
     let buf = |t: TensorId| &store.buffers[t.0];
     let uniforms = [0, 1].map(|partials_only| {

@@ -124,88 +124,75 @@ pub(crate) fn prepare_backward_input(store: &StoreBuffers<'_>, ctx: &GpuContext,
 }
 
 /// A `LinearUpdate`: `linear_update` (or, with a wide layer and f16 inputs, `linear_update_coop`:
-/// the same bindings and uniform, in tiles of `COOP_UPDATE_T`) over `T x T` tiles of both
-/// layers; x, dy, params, grads, state of each layer (placeholders for a missing second one),
-/// counters, the batch, [`Update`]. On a device that binds one layer at a time
-/// (`DeviceFit::linear_update_pairs` false), layer a's buffers, then the counters, the batch
-/// and the uniform at bindings 10-12.
+/// the same bindings and uniform, in tiles of `COOP_UPDATE_T`) over `T x T` tiles of its layers;
+/// x, dy, params, grads, state of each layer (layer a at bindings 0-4, b at 5-9, c at 18-22;
+/// placeholders for missing ones), counters, the batch, [`Update`]. The kernel declares as many
+/// layers as the device binds (`DeviceFit::linear_update_layers`); `GpuStore::add_tape` gave
+/// every op at most that many.
 pub(crate) fn prepare_linear_update(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
-    let Op::LinearUpdate { first, second, counters, opt } = *op else {
+    let Op::LinearUpdate { first, second, third, counters, opt } = *op else {
         return Err(LayersError::Spec(format!("not a linear_update: {}", op.kernel_name())));
     };
     let name = op.kernel_name();
     let tiles = kernels.tiles();
     let buf = |t: TensorId| store.buf(t);
-    let batch = store.batch_uniform;
     let coop = coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, store.max_batch, op);
     let (id, update_tiles) = if coop {
         (KernelId::LinearUpdateCoop, FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles })
     } else {
         (KernelId::LinearUpdate, tiles)
     };
-    let (u, groups) = update_uniform(ctx, &update_tiles, &first, second.as_ref(), opt, name)?;
-    let uniform = store.manager.uniform(ctx, name, &u);
-    let groups = (groups as u32, 1, 1);
-    let a_bufs = [buf(first.x.tensor), buf(first.dy.tensor), buf(first.params), buf(first.grads), buf(first.state)];
-    if !crate::routing::DeviceFit::for_limits(&ctx.limits).linear_update_pairs {
-        // The one-layer kernel (GpuStore::add_tape gave every layer its own op).
-        if second.is_some() {
-            return Err(LayersError::Spec(format!("{name}: two layers in one dispatch on a device that allows one")));
-        }
-        let bound = [a_bufs[0], a_bufs[1], a_bufs[2], a_bufs[3], a_bufs[4], buf(counters), batch, &uniform];
-        let numbered: Vec<(u32, &wgpu::Buffer)> = [0, 1, 2, 3, 4, 10, 11, 12].into_iter().zip(bound).collect();
-        return store.kernel(ctx, kernels, name, id, &numbered, groups);
+    let layers: Vec<LayerUpdate> = std::iter::once(first).chain(second).chain(third).collect();
+    let declared = match id {
+        KernelId::LinearUpdateCoop => crate::routing::DeviceFit::for_limits(&ctx.limits).linear_update_layers.max(2),
+        _ => crate::routing::DeviceFit::for_limits(&ctx.limits).linear_update_layers,
+    } as usize;
+    if layers.len() > declared {
+        return Err(LayersError::Spec(format!("{name}: {} layers in one dispatch on a device that binds {declared}", layers.len())));
     }
+    let (u, groups) = update_uniform(ctx, &update_tiles, &layers, opt, name)?;
+    let uniform = store.manager.uniform(ctx, name, &u);
     let [p0, p1, p2] = store.placeholders_rw;
     let placeholder = store.placeholder;
-    let b_bufs: [&wgpu::Buffer; 5] = match &second {
-        Some(l) => [buf(l.x.tensor), buf(l.dy.tensor), buf(l.params), buf(l.grads), buf(l.state)],
-        None => [placeholder, placeholder, p0, p1, p2],
-    };
-    let bound = [
-        a_bufs[0],
-        a_bufs[1],
-        a_bufs[2],
-        a_bufs[3],
-        a_bufs[4],
-        b_bufs[0],
-        b_bufs[1],
-        b_bufs[2],
-        b_bufs[3],
-        b_bufs[4],
-        buf(counters),
-        batch,
-    ];
-    store.kernel(ctx, kernels, name, id, &in_order(&bound, &uniform), groups)
+    let mut bound = Vec::new();
+    for (slot, first_binding) in [0u32, 5, 18].into_iter().take(declared).enumerate() {
+        let bufs: [&wgpu::Buffer; 5] = match layers.get(slot) {
+            Some(l) => [buf(l.x.tensor), buf(l.dy.tensor), buf(l.params), buf(l.grads), buf(l.state)],
+            None => [placeholder, placeholder, p0, p1, p2],
+        };
+        bound.extend((first_binding..).zip(bufs));
+    }
+    // The uniform last: `StoreBuffers::kernel` keeps it for the learning rate.
+    bound.extend([(10, buf(counters)), (11, store.batch_uniform), (12, &uniform)]);
+    store.kernel(ctx, kernels, name, id, &bound, (groups as u32, 1, 1))
 }
 
-
-/// `linear_update`'s uniform for `first` and (if any) `second`, and its workgroups: `T x T`
-/// tiles of each layer's `[(in + 1), out]` parameters, layer a's first.
+/// `linear_update`'s uniform for `layers` (one to three) and its workgroups: `T x T` tiles of
+/// each layer's `[(in + 1), out]` parameters, layer a's first. A missing layer starts at the
+/// grid's size: no workgroup is its.
 pub(crate) fn update_uniform(
     ctx: &GpuContext,
     tiles: &FusedTiles,
-    first: &LayerUpdate,
-    second: Option<&LayerUpdate>,
+    layers: &[LayerUpdate],
     opt: Optimizer,
     name: &str,
 ) -> Result<(Update, usize), LayersError> {
     let t = tiles.update_t as usize;
     let tiles = |l: &LayerUpdate| ((l.x.cols + 1).div_ceil(t), l.dy.cols.div_ceil(t));
-    let (ta, tb) = (tiles(first), second.map_or((0, 1), tiles));
-    let groups = ta.0 * ta.1 + tb.0 * tb.1;
+    let groups: usize = layers.iter().map(|l| tiles(l).0 * tiles(l).1).sum();
     check_groups(ctx, name, groups)?;
-    let shape = |l: Option<&LayerUpdate>, tiles: (usize, usize), first_group: usize| {
-        let (i, o) = l.map_or((0, 0), |l| (l.x.cols, l.dy.cols));
-        LayerShape { inputs: i as u32, outputs: o as u32, tiles_n: tiles.1 as u32, first_group: first_group as u32 }
+    let mut first_group = 0;
+    let mut shape = |i: usize| match layers.get(i) {
+        Some(l) => {
+            let (tk, tn) = tiles(l);
+            let s = LayerShape { inputs: l.x.cols as u32, outputs: l.dy.cols as u32, tiles_n: tn as u32, first_group: first_group as u32 };
+            first_group += tk * tn;
+            s
+        }
+        None => LayerShape { inputs: 0, outputs: 0, tiles_n: 1, first_group: groups as u32 },
     };
-    let update = Update {
-        opt: Opt::new(opt, 0, 0, 0),
-        a: shape(Some(first), ta, 0),
-        b: shape(second, tb, ta.0 * ta.1),
-        split: Split::NONE,
-    };
-    Ok((update, groups))
+    let (a, b, c) = (shape(0), shape(1), shape(2));
+    Ok((Update { opt: Opt::new(opt, 0, 0, 0), a, b, c, split: Split::NONE }, groups))
 }
 
 /// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs,

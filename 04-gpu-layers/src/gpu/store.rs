@@ -199,12 +199,12 @@ impl GpuStore {
         // from the last layer down, so it is usually layer b: swapped, since neither layer's
         // update reads the other's parameters).
         let update = match *update {
-            Op::LinearUpdate { first, second: Some(second), counters, opt } if second.params == *params => {
-                Op::LinearUpdate { first: second, second: Some(first), counters, opt }
+            Op::LinearUpdate { first, second: Some(second), third: None, counters, opt } if second.params == *params => {
+                Op::LinearUpdate { first: second, second: Some(first), third: None, counters, opt }
             }
             ref op => op.clone(),
         };
-        let first_layer = matches!(&update, Op::LinearUpdate { first, second: Some(_), .. } if first.params == *params && first.x.tensor == x.tensor);
+        let first_layer = matches!(&update, Op::LinearUpdate { first, second: Some(_), third: None, .. } if first.params == *params && first.x.tensor == x.tensor);
         if !tiles.runs_split_step(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
             return Ok(None);
         }
