@@ -3,7 +3,8 @@
 
 Every row of the table is one `tape` row of one `== speed:` block of a file listed in RUNS,
 with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
-39fe4a4; `GELU beside fused`: 6117916, on an H100) and its matmul precision, and
+39fe4a4; `GELU beside fused`: 6117916, on an H100; `three-layer update`: ac2bcfb, on an H100,
+its networks of two hidden layers only) and its matmul precision, and
 the GPU named by the block's adapter line. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
 steps into its pass (938 at batch 64, 235 at batch 256). The rows of h200-step-twins.csv come
@@ -21,19 +22,23 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# (file relative to this folder, build, precision, optimizers kept, tape rows left out). The later
-# runs keep their Adam rows (the dropout networks are timed with Adam) and leave out the
-# bounds-checked ones, which the first run already shows.
+# (file relative to this folder, build, precision, optimizers kept, tape rows left out, and the
+# networks kept: those whose name contains the word, or all). The later runs keep their Adam rows
+# (the dropout networks are timed with Adam) and leave out the bounds-checked ones, which the
+# first run already shows.
 ALL = {"SGD", "Adam"}
 RUNS = [
-    ("../../05-mnist/results/h200-44fbb70/bench_128_b64.txt", "composed dropout", "f32", ALL, set()),
-    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f32.txt", "composed dropout", "f32", ALL, set()),
+    ("../../05-mnist/results/h200-44fbb70/bench_128_b64.txt", "composed dropout", "f32", ALL, set(), ""),
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f32.txt", "composed dropout", "f32", ALL, set(), ""),
     # Its bounds-checked rows run the f32 kernels (the checked kernels have no tensor cores).
-    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f16.txt", "composed dropout", "f16 inputs", ALL, {"fused+chk"}),
-    ("h200-fused-dropout/bench_b64.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
-    ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}),
-    ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}),
-    ("h100-gelu/bench.txt", "GELU beside fused", "f32", {"Adam"}, {"fused+chk"}),
+    ("../../05-mnist/results/h200-44fbb70/bench_1024_b256_f16.txt", "composed dropout", "f16 inputs", ALL, {"fused+chk"}, ""),
+    ("h200-fused-dropout/bench_b64.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}, ""),
+    ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}, ""),
+    ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}, ""),
+    ("h100-gelu/bench.txt", "GELU beside fused", "f32", {"Adam"}, {"fused+chk"}, ""),
+    # The second of two runs alternated with the build before it (bench-base-N.txt); only the
+    # fused step changed.
+    ("h100-update-triple/bench-new-2.txt", "three-layer update", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
 ]
 
 PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
@@ -46,7 +51,7 @@ def gpu(adapter):
     return m.group(1) if m else adapter
 
 
-def rows(path, run, precision, optimizers, skip):
+def rows(path, run, precision, optimizers, skip, networks):
     block = None
     with open(os.path.join(HERE, path), encoding="utf-8") as f:
         for line in f:
@@ -59,7 +64,8 @@ def rows(path, run, precision, optimizers, skip):
                 block["adapter"] = m.group(1)
                 continue
             m = re.match(r"\s*(fused\+chk|fused|composed|split) \|\s+(\d+) \|\s+([\d.]+)\s+([\d.]+) \|", line)
-            if m and block is not None and m.group(1) not in skip and block["optimizer"] in optimizers:
+            kept = block is not None and networks in block["network"] and block["optimizer"] in optimizers
+            if m and kept and m.group(1) not in skip:
                 tape, dispatches, ms, us = m.groups()
                 yield [block["network"], block["batch"], block["optimizer"], precision, PATHS[tape], dispatches, us, ms, run, block["adapter"]]
 
@@ -67,10 +73,10 @@ def rows(path, run, precision, optimizers, skip):
 def main():
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(HEADER + ["GPU"])
-    for path, run, precision, optimizers, skip in RUNS:
+    for path, run, precision, optimizers, skip, networks in RUNS:
         if not os.path.exists(os.path.join(HERE, path)):
             sys.exit(f"step_table.py: {path} is missing")
-        for row in rows(path, run, precision, optimizers, skip):
+        for row in rows(path, run, precision, optimizers, skip, networks):
             out.writerow(row + [gpu(row[-1])])
     with open(os.path.join(HERE, "h200-step-twins.csv"), encoding="utf-8", newline="") as f:
         twins = csv.reader(f)
