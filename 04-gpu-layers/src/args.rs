@@ -51,7 +51,7 @@ pub(crate) struct Args {
     /// inputs, 10 outputs, softmax cross-entropy, SGD and Adam.
     #[arg(long, value_delimiter = ',')]
     pub(crate) layers: Vec<String>,
-    /// Hidden widths for --bench, comma-separated (`512,256`: two hidden layers); --sweep takes one.
+    /// Hidden widths for --bench and --sweep, comma-separated (`512,256`: two hidden layers).
     #[arg(long, default_value = "128", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(crate) hidden: Vec<u32>,
     /// The precision of the wide layers' products for --bench and --sweep: `f16-inputs` runs a

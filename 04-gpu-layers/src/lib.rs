@@ -11,7 +11,7 @@
 //!   kernel's prelude) and each kernel's `#[repr(C)]` uniform struct. The fused kernels' tile
 //!   sizes are [`FusedTiles`] (`tiles.rs`); what each kernel needs of a device, the sizes fitted
 //!   to it ([`DeviceFit`]) and which kernel an op runs there are `routing.rs`'s; the variants
-//!   `--sweep` times are [`sweep_variants`].
+//!   `--sweep` times are [`sweep_variants_of`].
 //! - [`cpu`]: the CPU reference of every kernel (`cpu::reference`, same names and shapes), the
 //!   fast CPU path the CPU trainer runs (`cpu::fast`), the [`CpuStore`] and the [`CpuTrainer`].
 //! - [`tape`]: the tensor ops ([`Op`]) both devices implement. A tape is a hand-written list of
@@ -85,7 +85,7 @@ pub use network::{Fusion, Network};
 pub use routing::{DeviceFit, Needs, ROUTE_MIN_F16, ROUTE_MIN_F32, Routing, routes_by_shape};
 pub use sequential::{Activation, Init, Layer, Loss};
 pub use spec::{MAX_CLASSES, Metrics, NetworkSpec, Optimizer};
-pub use sweep_variants::sweep_variants;
+pub use sweep_variants::{sweep_variants, sweep_variants_of};
 pub use tape::{Dim, Elem, FusedDropout, LayerUpdate, Mode, Op, TensorId, TensorInfo, Transpose, View};
 pub use tiles::FusedTiles;
 pub use wgsl::GatherSlot;

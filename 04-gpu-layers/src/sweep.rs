@@ -3,7 +3,8 @@
 //! 1. The floor: a dispatch that does almost nothing (`bias_add` on one number), recorded
 //!    `--steps` times back to back, each depending on the one before. No step of d dependent
 //!    dispatches can take less than d times this.
-//! 2. Every variant of [`gpu_layers::sweep_variants`] (the default with ONE tile size changed): each of
+//! 2. Every variant of [`gpu_layers::sweep_variants_of`] (the network's tiles,
+//!    `FusedTiles::for_network`, with ONE tile size changed): each of
 //!    the step's dispatches alone (`--steps` copies of it in one pass, GPU timestamps
 //!    around the pass) and the whole step (`--steps` steps in one pass). Each variant is first
 //!    checked against the CPU: one step, same weights. Where the variant runs the split step
@@ -20,7 +21,8 @@
 //!    alone for widths of 512 and more: the measurements behind `FusedTiles::tiled_min` and
 //!    `routes_by_shape`.
 //!
-//! Parts 1-3 use the MNIST shape (784-HIDDEN-10, batch BATCH, SGD lr 0.1), all random data.
+//! Parts 1-3 use the MNIST shape (784-HIDDEN-10, or 784-512-256-10 with `--hidden 512,256`,
+//! batch BATCH, SGD lr 0.1), all random data.
 
 use std::sync::Arc;
 
@@ -37,14 +39,13 @@ use crate::bench::{ConcatData, SplitRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
-    let [hidden] = args.hidden[..] else {
-        return Err(format!("--sweep takes one hidden width, not {:?}", args.hidden).into());
-    };
-    let spec = NetworkSpec::new(784, &[hidden as usize], 10)?;
+    let hidden: Vec<usize> = args.hidden.iter().map(|&h| h as usize).collect();
+    let spec = NetworkSpec::new(784, &hidden, 10)?;
     if args.grid {
         return wide(ctx, (steps / 8).max(10), reps);
     }
-    let names: Vec<String> = gpu_layers::sweep_variants().into_iter().map(|(what, _)| what).collect();
+    let variants = gpu_layers::sweep_variants_of(FusedTiles::for_network(batch, &spec.layer_shapes()));
+    let names: Vec<String> = variants.iter().map(|(what, _)| what.clone()).collect();
     if let Some(unknown) = args.variants.iter().find(|v| !names.iter().any(|n| n.contains(v.as_str()))) {
         return Err(format!("--variants: no variant's name contains {unknown:?}; the variants are: {}", names.join(", ")).into());
     }
@@ -85,7 +86,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let mut default_kernels = None;
     let picked = |what: &str| what == "default" || args.variants.is_empty() || args.variants.iter().any(|v| what.contains(v.as_str()));
     let precision = crate::bench::precision(args);
-    for (what, tiles) in gpu_layers::sweep_variants().into_iter().filter(|(what, _)| picked(what)) {
+    for (what, tiles) in variants.into_iter().filter(|(what, _)| picked(what)) {
         let kernels = Kernels::with_options(tiles, precision);
         let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
         let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;

@@ -1,14 +1,20 @@
-//! The variants `gpu-layers --sweep` times (`sweep.rs`): [`FusedTiles::DEFAULT`] with one value
-//! changed each. The tests build and run every fused kernel with each of them, so the list lives
-//! in the library.
+//! The variants `gpu-layers --sweep` times (`sweep.rs`): a network's tiles with one value
+//! changed each. The tests build and run every fused kernel with each variant of
+//! [`FusedTiles::DEFAULT`], so the list lives in the library.
 
 use crate::tiles::FusedTiles;
 
-/// The variants `gpu-layers --sweep` times, each [`FusedTiles::DEFAULT`] with ONE value
-/// changed, as `(what changed, tiles)`; the first is the default itself. The tests run every
-/// fused kernel with each of them.
+/// The variants of [`FusedTiles::DEFAULT`] ([`sweep_variants_of`]). The tests run every fused
+/// kernel with each of them.
 pub fn sweep_variants() -> Vec<(String, FusedTiles)> {
-    let d = FusedTiles::DEFAULT;
+    sweep_variants_of(FusedTiles::DEFAULT)
+}
+
+/// The variants `gpu-layers --sweep` times for a network whose tiles are `base`
+/// ([`FusedTiles::for_network`]), each `base` with ONE value changed (where that changes it), as
+/// `(what changed, tiles)`; the first, "default", is `base` itself.
+pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
+    let d = base;
     let mut out = vec![("default".to_string(), d)];
     let mut add = |what: String, t: FusedTiles| {
         if t != d {
