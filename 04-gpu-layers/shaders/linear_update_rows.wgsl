@@ -42,17 +42,28 @@ struct Update {
 @group(0) @binding(11) var<uniform> batch: Batch;
 @group(0) @binding(12) var<uniform> u: Update;
 
+// UPD_LAYERS (the most layers this kernel moves: 1, 2 or 3) comes from the prelude: a constant,
+// so a kernel of fewer layers compiles without the branches for the others (with them, the
+// update of 784-128-10 took 5.78 us alone on the H100 instead of 4.72).
+
 // The layer workgroup `group` moves: 0 (a), 1 (b) or 2 (c), each layer's tiles after the
 // one before's.
 fn layer_of(group: u32) -> u32 {
-    return select(select(0u, 1u, group >= u.b.first_group), 2u, group >= u.c.first_group);
+    var layer = 0u;
+    if UPD_LAYERS >= 2u && group >= u.b.first_group {
+        layer = 1u;
+    }
+    if UPD_LAYERS == 3u && group >= u.c.first_group {
+        layer = 2u;
+    }
+    return layer;
 }
 
 fn shape_of(layer: u32) -> LayerShape {
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         return u.c;
     }
-    if layer == 1u {
+    if UPD_LAYERS >= 2u && layer == 1u {
         return u.b;
     }
     return u.a;
@@ -61,20 +72,20 @@ fn shape_of(layer: u32) -> LayerShape {
 // WGSL cannot pass a buffer to a function, so the layers' buffers are picked here. `layer` is
 // the same for the whole workgroup, so these branches never diverge.
 fn load_x(layer: u32, i: u32) -> f32 {
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         return x_c[i];
     }
-    if layer == 1u {
+    if UPD_LAYERS >= 2u && layer == 1u {
         return x_b[i];
     }
     return x_a[i];
 }
 
 fn load_dy(layer: u32, i: u32) -> f32 {
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         return dy_c[i];
     }
-    if layer == 1u {
+    if UPD_LAYERS >= 2u && layer == 1u {
         return dy_b[i];
     }
     return dy_a[i];
@@ -83,20 +94,20 @@ fn load_dy(layer: u32, i: u32) -> f32 {
 // Element i of the layer's parameters, and of its optimizer state (Adam's second moments from
 // `count`, the parameters' count, on).
 fn param_at(layer: u32, i: u32) -> f32 {
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         return params_c[i];
     }
-    if layer == 1u {
+    if UPD_LAYERS >= 2u && layer == 1u {
         return params_b[i];
     }
     return params_a[i];
 }
 
 fn state_at(layer: u32, i: u32) -> f32 {
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         return state_c[i];
     }
-    if layer == 1u {
+    if UPD_LAYERS >= 2u && layer == 1u {
         return state_b[i];
     }
     return state_a[i];
@@ -105,14 +116,14 @@ fn state_at(layer: u32, i: u32) -> f32 {
 // Element i's gradient `g`, and the parameter and its state after the optimizer's step.
 fn store_moved(layer: u32, i: u32, count: u32, g: f32, moved: Moved) {
     let adam = u.opt.kind == OPT_ADAM;
-    if layer == 2u {
+    if UPD_LAYERS == 3u && layer == 2u {
         grads_c[i] = g;
         params_c[i] = moved.param;
         state_c[i] = moved.s0;
         if adam {
             state_c[count + i] = moved.s1;
         }
-    } else if layer == 1u {
+    } else if UPD_LAYERS >= 2u && layer == 1u {
         grads_b[i] = g;
         params_b[i] = moved.param;
         state_b[i] = moved.s0;

@@ -50,7 +50,7 @@ pub fn routes_by_shape(max_batch: usize, inputs: usize, outputs: usize, precisio
 impl FusedTiles {
     /// What the (unsplit) `linear_update` with these tiles needs of a device: its invocations;
     /// the round's rows of x and dy or the slices' partial sums, whichever is larger, as vec4;
-    /// 16 storage buffers (three layers and the counters).
+    /// 16 storage buffers in its three-layer form (three layers and the counters; 11 for two).
     pub fn update_needs(&self) -> Needs {
         let (t, r, s) = (self.update_t, self.update_r, self.update_batch_slices);
         let vec4s = (2 * r * (t / 4)).max(s * t * (t / 4));
@@ -87,7 +87,7 @@ impl FusedTiles {
 
     /// What `linear_update_coop` needs of a device: 128 invocations per slice; a round's x and
     /// dy rows in f16 (32 rows of [`COOP_UPDATE_T`] + 8 halves) and an f32 gradient tile per
-    /// slice (rows padded by 4); 16 storage buffers (three layers and the counters).
+    /// slice (rows padded by 4); 16 storage buffers in its three-layer form (11 for two).
     pub fn coop_update_needs(&self) -> Needs {
         let (t, s) = (COOP_UPDATE_T, self.coop_update_batch_slices);
         Needs { invocations: 128 * s, workgroup_bytes: 2 * 2 * 32 * (t + 8) + s * 4 * t * (t + 4), storage_buffers: UPDATE_TRIPLE_BUFFERS }
@@ -343,8 +343,13 @@ mod tests {
             // The split step's kernels run only where FusedTiles::runs_split_step allows them (below).
             // output_wide runs only where FusedTiles::output_wide allows it (below).
             // linear_forward_coop runs only on adapters with cooperative matrices (native ones).
+            // The three-layer updates run only where the device binds their 16 buffers.
             let conditional = |id: &KernelId| {
-                id.name().starts_with("forward_output") || id.is_split() || *id == KernelId::OutputWide || id.needs_cooperative_matrix()
+                id.name().starts_with("forward_output")
+                    || id.is_split()
+                    || *id == KernelId::OutputWide
+                    || id.needs_cooperative_matrix()
+                    || id.update_layers(fit) > fit.linear_update_layers
             };
             for id in KernelId::ALL.into_iter().filter(|id| !conditional(id)) {
                 let tiles = FusedTiles::DEFAULT.fitted(limit.invocations);
@@ -470,11 +475,15 @@ mod tests {
             let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
             assert_eq!(n, tiles.coop_forward_needs(), "{} with {what}", id.name());
         }
-        let id = KernelId::LinearUpdateCoop;
+        for (id, buffers) in [(KernelId::LinearUpdateCoopThree, 16), (KernelId::LinearUpdateCoop, 11)] {
+            for s in [1, 2] {
+                let tiles = FusedTiles { coop_update_batch_slices: s, ..FusedTiles::DEFAULT };
+                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+                assert_eq!(n, Needs { storage_buffers: buffers, ..tiles.coop_update_needs() }, "{} with {s} slices", id.name());
+            }
+        }
         for s in [1, 2] {
             let tiles = FusedTiles { coop_update_batch_slices: s, ..FusedTiles::DEFAULT };
-            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
-            assert_eq!(n, tiles.coop_update_needs(), "{} with {s} slices", id.name());
             // The H200's 48 KiB hold both kernels.
             assert!(tiles.coop_update_needs().workgroup_bytes <= 48 * 1024);
         }
@@ -494,9 +503,10 @@ mod tests {
     #[test]
     fn update_needs_say_what_linear_update_needs() {
         for (what, tiles) in sweep_variants() {
-            let id = KernelId::LinearUpdate;
-            let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
-            assert_eq!(n, tiles.update_needs(), "{} with {what}", id.name());
+            for (id, buffers) in [(KernelId::LinearUpdateThree, 16), (KernelId::LinearUpdate, 11)] {
+                let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
+                assert_eq!(n, Needs { storage_buffers: buffers, ..tiles.update_needs() }, "{} with {what}", id.name());
+            }
         }
         // 8 x 8 blocks in tiles of 64 with 4 slices would take 64 KiB: more than any device here.
         let big = FusedTiles { update_block: 8, update_t: 64, ..FusedTiles::DEFAULT };

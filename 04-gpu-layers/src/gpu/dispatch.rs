@@ -68,7 +68,7 @@ impl<'a> StoreBuffers<'a> {
     ) -> Result<Dispatch, LayersError> {
         let pipeline = kernels.pipeline(ctx, id)?;
         let bind_group = self.manager.bind_group_at(ctx, name, &pipeline, bound)?;
-        let updates = matches!(id, KernelId::Sgd | KernelId::Adam | KernelId::LinearUpdate | KernelId::LinearUpdateCoop);
+        let updates = matches!(id, KernelId::Sgd | KernelId::Adam) || id.is_update();
         let opt_uniform = bound.last().filter(|_| updates).map(|&(_, u)| u.clone());
         Ok(Dispatch::Kernel { pipeline, bind_group, groups, opt_uniform })
     }

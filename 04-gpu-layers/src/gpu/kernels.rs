@@ -48,13 +48,19 @@ pub enum KernelId {
     /// partial sums the previous update wrote (`forward_split_sums.wgsl`).
     ForwardOutputSplit,
     LinearBackwardInput,
+    /// `linear_update` of one or two layers (the layer count is a constant of the kernel, so a
+    /// kernel of two layers has no branch for a third).
     LinearUpdate,
+    /// `linear_update` of three layers, on devices that bind their 16 storage buffers.
+    LinearUpdateThree,
     /// The split step's `linear_update`: it also writes the next batch's partial sums of its
     /// tiles of the first layer (`linear_update_next.wgsl`).
     LinearUpdateSplit,
     /// `linear_update` with the gradients on the tensor cores (f16 inputs, f32 sums:
     /// `linear_update_coop.wgsl`), where [`Kernels::coop_on`] and a layer is wide.
     LinearUpdateCoop,
+    /// `linear_update_coop` of three layers.
+    LinearUpdateCoopThree,
     ActivationCopyForward,
     ActivationCopyBackward,
     DropoutForward,
@@ -64,7 +70,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 25] = [
+    pub const ALL: [KernelId; 27] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -83,8 +89,10 @@ impl KernelId {
         KernelId::ForwardOutputSplit,
         KernelId::LinearBackwardInput,
         KernelId::LinearUpdate,
+        KernelId::LinearUpdateThree,
         KernelId::LinearUpdateSplit,
         KernelId::LinearUpdateCoop,
+        KernelId::LinearUpdateCoopThree,
         KernelId::ActivationCopyForward,
         KernelId::ActivationCopyBackward,
         KernelId::DropoutForward,
@@ -112,8 +120,10 @@ impl KernelId {
             KernelId::ForwardOutputSplit => "forward_output (split)",
             KernelId::LinearBackwardInput => "linear_backward_input",
             KernelId::LinearUpdate => "linear_update",
+            KernelId::LinearUpdateThree => "linear_update (three layers)",
             KernelId::LinearUpdateSplit => "linear_update (split)",
             KernelId::LinearUpdateCoop => "linear_update_coop",
+            KernelId::LinearUpdateCoopThree => "linear_update_coop (three layers)",
             KernelId::ActivationCopyForward => "activation_copy_forward",
             KernelId::ActivationCopyBackward => "activation_copy_backward",
             KernelId::DropoutForward => "dropout_forward",
@@ -124,7 +134,23 @@ impl KernelId {
 
     /// Whether this kernel runs on the tensor cores (cooperative matrices, f16, subgroups of 32).
     pub fn needs_cooperative_matrix(self) -> bool {
-        matches!(self, KernelId::LinearForwardCoop | KernelId::LinearUpdateCoop)
+        matches!(self, KernelId::LinearForwardCoop | KernelId::LinearUpdateCoop | KernelId::LinearUpdateCoopThree)
+    }
+
+    /// Whether this is one of the forms of `linear_update` or `linear_update_coop`.
+    pub fn is_update(self) -> bool {
+        self.update_layers(DeviceFit::LARGE) > 0
+    }
+
+    /// The layers this form of the update kernel moves at most on a device of `fit` (0: not an
+    /// update kernel): its `UPD_LAYERS`.
+    pub fn update_layers(self, fit: DeviceFit) -> u32 {
+        match self {
+            KernelId::LinearUpdate => fit.linear_update_layers.min(2),
+            KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop => 2,
+            KernelId::LinearUpdateThree | KernelId::LinearUpdateCoopThree => 3,
+            _ => 0,
+        }
     }
 
     /// Whether this is one of the split step's kernels.
@@ -158,7 +184,11 @@ impl KernelId {
             KernelId::LinearForwardCoop => {
                 vec![("CF_M", tiles.coop_m), ("CF_N", tiles.coop_n), ("COOP_LOADS", tiles.coop_loads)]
             }
-            KernelId::LinearUpdateCoop => vec![("UC_T", wgsl::COOP_UPDATE_T), ("UC_S", tiles.coop_update_batch_slices)],
+            KernelId::LinearUpdateCoop | KernelId::LinearUpdateCoopThree => vec![
+                ("UC_T", wgsl::COOP_UPDATE_T),
+                ("UC_S", tiles.coop_update_batch_slices),
+                ("UPD_LAYERS", self.update_layers(fit)),
+            ],
             KernelId::OutputLayer => vec![
                 ("OUT_WG", tiles.output_wg),
                 ("OUT_SLICES", tiles.output_wg),
@@ -200,7 +230,7 @@ impl KernelId {
                 }
                 c
             }
-            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
                 let slices = if self == KernelId::LinearUpdateSplit { tiles.split_step_batch_slices } else { tiles.update_batch_slices };
                 let split = self == KernelId::LinearUpdateSplit;
                 let mut c = vec![
@@ -210,6 +240,7 @@ impl KernelId {
                     ("UPD_R", tiles.update_r),
                     ("UPDATE_BATCH_SLICES", slices),
                     ("UPD_PRE", tiles.update_preload as u32),
+                    ("UPD_LAYERS", self.update_layers(fit)),
                 ];
                 if self == KernelId::LinearUpdateSplit {
                     c.push(("NEXT_R", wgsl::SPLIT_NEXT_R));
@@ -254,10 +285,10 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../../shaders/linear_backward_input.wgsl"))
             }
-            KernelId::LinearUpdate | KernelId::LinearUpdateSplit => {
+            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
                 ("shaders/linear_update.wgsl", include_str!("../../shaders/linear_update.wgsl"))
             }
-            KernelId::LinearUpdateCoop => {
+            KernelId::LinearUpdateCoop | KernelId::LinearUpdateCoopThree => {
                 ("shaders/linear_update_coop.wgsl", include_str!("../../shaders/linear_update_coop.wgsl"))
             }
             KernelId::ActivationCopyForward => {
@@ -301,7 +332,7 @@ impl KernelId {
             }
             _ => {}
         }
-        if matches!(self, KernelId::LinearUpdate | KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop) {
+        if self.is_update() {
             files.push(("shaders/linear_update_rows.wgsl", include_str!("../../shaders/linear_update_rows.wgsl")));
         }
         files.push(body);
@@ -312,25 +343,24 @@ impl KernelId {
             KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_split_sums.wgsl", include_str!("../../shaders/forward_split_sums.wgsl")))
             }
-            KernelId::LinearUpdate | KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop => {
-                // The split step binds two layers (it runs only where FusedTiles::runs_split_step),
-                // the tensor cores' update at least two (they are only on native adapters, which
-                // allow 11).
-                let split = self == KernelId::LinearUpdateSplit;
-                let two = fit.linear_update_layers >= 2 || split || self == KernelId::LinearUpdateCoop;
-                files.push(if two {
+            id if id.is_update() => {
+                // Layer b's and c's buffers where the kernel moves them (the split step runs only
+                // where FusedTiles::runs_split_step, the tensor cores only on native adapters,
+                // which bind 11), stand-ins elsewhere.
+                let layers = self.update_layers(fit);
+                files.push(if layers >= 2 {
                     ("shaders/linear_update_b.wgsl", include_str!("../../shaders/linear_update_b.wgsl"))
                 } else {
                     ("shaders/linear_update_b_unbound.wgsl", include_str!("../../shaders/linear_update_b_unbound.wgsl"))
                 });
-                files.push(if fit.linear_update_layers >= 3 && !split {
+                files.push(if layers == 3 {
                     ("shaders/linear_update_c.wgsl", include_str!("../../shaders/linear_update_c.wgsl"))
                 } else {
                     ("shaders/linear_update_c_unbound.wgsl", include_str!("../../shaders/linear_update_c_unbound.wgsl"))
                 });
-                if split {
+                if self == KernelId::LinearUpdateSplit {
                     files.push(("shaders/linear_update_next.wgsl", include_str!("../../shaders/linear_update_next.wgsl")));
-                } else if self == KernelId::LinearUpdate {
+                } else if matches!(self, KernelId::LinearUpdate | KernelId::LinearUpdateThree) {
                     files.push(("shaders/linear_update_next_none.wgsl", include_str!("../../shaders/linear_update_next_none.wgsl")));
                 }
             }
@@ -459,7 +489,7 @@ impl Kernels {
         // A driver may not refuse a kernel that declares more workgroup memory than it has: on the
         // H200 such a linear_update did not finish.
         let update_bytes = tiles.update_needs().workgroup_bytes;
-        if id == KernelId::LinearUpdate && update_bytes > ctx.limits.max_compute_workgroup_storage_size {
+        if matches!(id, KernelId::LinearUpdate | KernelId::LinearUpdateThree) && update_bytes > ctx.limits.max_compute_workgroup_storage_size {
             return Err(GpuError::Validation(format!(
                 "linear_update with tiles {:?} needs {update_bytes} bytes of workgroup memory; the adapter allows {}",
                 self.tiles, ctx.limits.max_compute_workgroup_storage_size

@@ -126,9 +126,9 @@ pub(crate) fn prepare_backward_input(store: &StoreBuffers<'_>, ctx: &GpuContext,
 /// A `LinearUpdate`: `linear_update` (or, with a wide layer and f16 inputs, `linear_update_coop`:
 /// the same bindings and uniform, in tiles of `COOP_UPDATE_T`) over `T x T` tiles of its layers;
 /// x, dy, params, grads, state of each layer (layer a at bindings 0-4, b at 5-9, c at 18-22;
-/// placeholders for missing ones), counters, the batch, [`Update`]. The kernel declares as many
-/// layers as the device binds (`DeviceFit::linear_update_layers`); `GpuStore::add_tape` gave
-/// every op at most that many.
+/// placeholders for missing ones), counters, the batch, [`Update`]. An op of three layers runs
+/// the kernels' three-layer form; the others bind as many layers as the device allows, up to
+/// two (`DeviceFit::linear_update_layers`; `GpuStore::add_tape` gave every op at most that many).
 pub(crate) fn prepare_linear_update(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
     let Op::LinearUpdate { first, second, third, counters, opt } = *op else {
         return Err(LayersError::Spec(format!("not a linear_update: {}", op.kernel_name())));
@@ -137,17 +137,17 @@ pub(crate) fn prepare_linear_update(store: &StoreBuffers<'_>, ctx: &GpuContext, 
     let tiles = kernels.tiles();
     let buf = |t: TensorId| store.buf(t);
     let coop = coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, store.max_batch, op);
-    let (id, update_tiles) = if coop {
-        (KernelId::LinearUpdateCoop, FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles })
-    } else {
-        (KernelId::LinearUpdate, tiles)
-    };
     let layers: Vec<LayerUpdate> = std::iter::once(first).chain(second).chain(third).collect();
-    let declared = match id {
-        KernelId::LinearUpdateCoop => crate::routing::DeviceFit::for_limits(&ctx.limits).linear_update_layers.max(2),
-        _ => crate::routing::DeviceFit::for_limits(&ctx.limits).linear_update_layers,
-    } as usize;
-    if layers.len() > declared {
+    let three = layers.len() == 3;
+    let (id, update_tiles) = match (coop, three) {
+        (true, false) => (KernelId::LinearUpdateCoop, FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles }),
+        (true, true) => (KernelId::LinearUpdateCoopThree, FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles }),
+        (false, false) => (KernelId::LinearUpdate, tiles),
+        (false, true) => (KernelId::LinearUpdateThree, tiles),
+    };
+    let fit = crate::routing::DeviceFit::for_limits(&ctx.limits);
+    let declared = id.update_layers(fit) as usize;
+    if layers.len() > declared || (three && fit.linear_update_layers < 3) {
         return Err(LayersError::Spec(format!("{name}: {} layers in one dispatch on a device that binds {declared}", layers.len())));
     }
     let (u, groups) = update_uniform(ctx, &update_tiles, &layers, opt, name)?;
