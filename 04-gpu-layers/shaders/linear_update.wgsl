@@ -56,12 +56,8 @@ fn load_param(layer: u32, shape: LayerShape, k: u32, j: u32) -> Param {
     }
     let count = (shape.inputs + 1u) * shape.outputs;
     let i = k * shape.outputs + j;
-    p.value = param_at(layer, i);
-    p.s0 = state_at(layer, i);
-    if u.opt.kind == OPT_ADAM {
-        p.s1 = state_at(layer, count + i);
-    }
-    return p;
+    let m = load_moved(layer, i, count);
+    return Param(m.param, m.s0, m.s1);
 }
 
 // One parameter: record its gradient and move it (and its optimizer state). `t` is Adam's step

@@ -79,15 +79,13 @@ fn load_params(
     p2: ptr<function, array<f32, UC_CHUNK>>,
 ) {
     let count = (shape.inputs + 1u) * shape.outputs;
-    let adam = u.opt.kind == OPT_ADAM;
     for (var c = 0u; c < UC_CHUNK; c++) {
         let e = tid + (m0 + c) * THREADS;
         let i = min(k0 + e / UC_T, shape.inputs) * shape.outputs + min(j0 + e % UC_T, shape.outputs - 1u);
-        (*p0)[c] = param_at(layer, i);
-        (*p1)[c] = state_at(layer, i);
-        if adam {
-            (*p2)[c] = state_at(layer, count + i);
-        }
+        let m = load_moved(layer, i, count);
+        (*p0)[c] = m.param;
+        (*p1)[c] = m.s0;
+        (*p2)[c] = m.s1;
     }
 }
 

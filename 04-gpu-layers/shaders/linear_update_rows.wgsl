@@ -91,26 +91,31 @@ fn load_dy(layer: u32, i: u32) -> f32 {
     return dy_a[i];
 }
 
-// Element i of the layer's parameters, and of its optimizer state (Adam's second moments from
-// `count`, the parameters' count, on).
-fn param_at(layer: u32, i: u32) -> f32 {
+// Element i of the layer's parameters and its optimizer state (Adam's second moment at
+// `count + i`, `count` the parameters' count), all three loads under one branch.
+fn load_moved(layer: u32, i: u32, count: u32) -> Moved {
+    var m = Moved(0.0, 0.0, 0.0);
+    let adam = u.opt.kind == OPT_ADAM;
     if UPD_LAYERS == 3u && layer == 2u {
-        return params_c[i];
+        m.param = params_c[i];
+        m.s0 = state_c[i];
+        if adam {
+            m.s1 = state_c[count + i];
+        }
+    } else if UPD_LAYERS >= 2u && layer == 1u {
+        m.param = params_b[i];
+        m.s0 = state_b[i];
+        if adam {
+            m.s1 = state_b[count + i];
+        }
+    } else {
+        m.param = params_a[i];
+        m.s0 = state_a[i];
+        if adam {
+            m.s1 = state_a[count + i];
+        }
     }
-    if UPD_LAYERS >= 2u && layer == 1u {
-        return params_b[i];
-    }
-    return params_a[i];
-}
-
-fn state_at(layer: u32, i: u32) -> f32 {
-    if UPD_LAYERS == 3u && layer == 2u {
-        return state_c[i];
-    }
-    if UPD_LAYERS >= 2u && layer == 1u {
-        return state_b[i];
-    }
-    return state_a[i];
+    return m;
 }
 
 // Element i's gradient `g`, and the parameter and its state after the optimizer's step.
