@@ -3,7 +3,7 @@
 
 Every row of the table is one `tape` row of one `== speed:` block of a file listed in RUNS,
 with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
-39fe4a4; `GELU beside fused`: 6117916, on an H100; `three-layer update`: ac2bcfb, on an H100,
+39fe4a4; `GELU beside fused`: 6117916, on an H100; `three-layer update`: 98d0de4, on an H100,
 its networks of two hidden layers only) and its matmul precision, and
 the GPU named by the block's adapter line. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
@@ -36,9 +36,9 @@ RUNS = [
     ("h200-fused-dropout/bench_1024_b256_f32.txt", "fused dropout", "f32", {"Adam"}, {"fused+chk"}, ""),
     ("h200-fused-dropout/bench_1024_b256_f16.txt", "fused dropout", "f16 inputs", {"Adam"}, {"fused+chk"}, ""),
     ("h100-gelu/bench.txt", "GELU beside fused", "f32", {"Adam"}, {"fused+chk"}, ""),
-    # The second of two runs alternated with the build before it (bench-base-N.txt); only the
-    # fused step changed.
-    ("h100-update-triple/bench-new-2.txt", "three-layer update", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
+    # Only the fused step of these networks changed (ab-*.txt: the A/B runs beside the build
+    # before it).
+    ("h100-update-triple/bench.txt", "three-layer update", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
 ]
 
 PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
