@@ -85,7 +85,7 @@ impl Linear {
     }
 
     /// This layer's part of a fused [`Op::LinearUpdate`] ([`Linear::backward_params`] and
-    /// [`Linear::update`] in one kernel, which takes two layers at a time).
+    /// [`Linear::update`] in one kernel, which takes up to three layers at a time).
     pub fn update_fused(&self, x: View, dy: View) -> LayerUpdate {
         LayerUpdate { x, dy, params: self.params, grads: self.grads, state: self.state }
     }

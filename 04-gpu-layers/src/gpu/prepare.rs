@@ -38,8 +38,9 @@ use crate::{LayersError, MAX_CLASSES};
 /// | `LinearForward` + `OutputLayer` (training), `FusedTiles::runs_k_split` | `linear_forward_tiled (k split)`, then `output_wide (sums)` | x, params, partials; then as `output_wide`, partials and the forward's params | `LinearParams` (`k_split`); `OutputLayerParams` (`sums`) | `(out / FT_N) x (B / FT_M) x k_splits`; `B` |
 /// | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / coop_n) x (B / coop_m) x k_splits`; `B` |
 /// | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
-/// | `LinearUpdate` | `linear_update` | x, dy, params, grads, state (x2), counters | `Update` | `T x T` tiles of both layers |
-/// | `LinearUpdate` with a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices | `linear_update_coop` | as `linear_update` | `Update` | `COOP_UPDATE_T x COOP_UPDATE_T` tiles of both layers |
+/// | `LinearUpdate` of one or two layers | `linear_update` | x, dy, params, grads, state (per layer), counters | `Update` | `T x T` tiles of its layers |
+/// | `LinearUpdate` of three layers | `linear_update (three layers)` | as `linear_update` | `Update` | as `linear_update` |
+/// | `LinearUpdate` with a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices | `linear_update_coop`, or of three layers `linear_update_coop (three layers)` | as `linear_update` | `Update` | `COOP_UPDATE_T x COOP_UPDATE_T` tiles of its layers |
 /// | `LinearForward` + `OutputLayer`, gathered, split | `forward_output (split)` | images, params, y, batch, uniform, label bytes, order, slot, x, labels, out_params, out, dh, counters, partials | `ForwardOutputParams` | `B / merged_tr` |
 /// | `LinearUpdate`, split | `linear_update (split)` | as `linear_update`, then images, order, the NEXT slot, partials, the next rows | `Update` (with `Split`) | as `linear_update` |
 /// | `ActivateCopy` | `activation_copy_forward` | x, y | `ActivationParams` | `B*cols / WG` |
@@ -53,7 +54,8 @@ use crate::{LayersError, MAX_CLASSES};
 /// layer below, the second layer of a one-layer `linear_update`), a placeholder buffer of the
 /// store is bound instead, so no buffer is bound twice. On a device that allows fewer than the 11
 /// storage buffers of two layers (`DeviceFit`, a browser), `linear_update` takes one layer
-/// per dispatch and leaves bindings 5-9 out altogether.
+/// per dispatch and leaves bindings 5-9 out altogether; only where it allows the 16 of three
+/// does an update of three layers run as one dispatch (bindings 18-22 for the third).
 pub(crate) fn prepare(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
     // The loss kernels keep a row of logits in workgroup memory.
     if let Op::SoftmaxCrossEntropy { out, .. } | Op::OutputLayer { out, .. } | Op::MeanSquaredError { out, .. } = op
