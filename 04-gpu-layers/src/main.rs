@@ -86,7 +86,7 @@ fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Resu
         for (id, default) in KernelId::ALL.iter().zip(&defaults) {
             let wgsl = id.source(tiles, fit);
             if tiles_name == "default" || wgsl != *default {
-                sources.push((format!("{:<26} | {tiles_name:<24}", id.name()), wgsl));
+                sources.push((format!("{:<33} | {tiles_name:<24}", id.name()), wgsl));
             }
         }
     }
