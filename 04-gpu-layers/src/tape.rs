@@ -219,4 +219,12 @@ impl Op {
             Op::MeanSquaredError { .. } => "mse",
         }
     }
+
+    /// The layers a [`Op::LinearUpdate`] moves, first to third; none for any other op.
+    pub fn updated_layers(&self) -> Vec<LayerUpdate> {
+        match *self {
+            Op::LinearUpdate { first, second, third, .. } => std::iter::once(first).chain(second).chain(third).collect(),
+            _ => Vec::new(),
+        }
+    }
 }

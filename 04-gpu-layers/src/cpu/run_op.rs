@@ -170,9 +170,9 @@ pub(crate) fn run_op(store: &mut CpuStore, op: &Op) -> Result<(), LayersError> {
             let stats = store.with_mut(out.tensor, |t, o| cpu::mse(t.get(y), y.cols, &labels, mode, inv_rows, &mut o[..n]));
             store.count(counters, stats, mode);
         }
-        Op::LinearUpdate { first, second, third, counters, opt } => {
+        Op::LinearUpdate { counters, opt, .. } => {
             let step = store.u32s[counters.0][COUNTER_STEP];
-            for l in std::iter::once(first).chain(second).chain(third) {
+            for l in op.updated_layers() {
                 let mut p = std::mem::take(&mut store.f32s[l.params.0]);
                 let mut g = std::mem::take(&mut store.f32s[l.grads.0]);
                 let mut st = std::mem::take(&mut store.f32s[l.state.0]);

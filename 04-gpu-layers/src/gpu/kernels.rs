@@ -139,7 +139,14 @@ impl KernelId {
 
     /// Whether this is one of the forms of `linear_update` or `linear_update_coop`.
     pub fn is_update(self) -> bool {
-        self.update_layers(DeviceFit::LARGE) > 0
+        matches!(
+            self,
+            KernelId::LinearUpdate
+                | KernelId::LinearUpdateThree
+                | KernelId::LinearUpdateSplit
+                | KernelId::LinearUpdateCoop
+                | KernelId::LinearUpdateCoopThree
+        )
     }
 
     /// The layers this form of the update kernel moves at most on a device of `fit` (0: not an

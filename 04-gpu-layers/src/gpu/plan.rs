@@ -5,7 +5,7 @@
 
 use crate::routing::DeviceFit;
 use crate::gpu::kernels::KernelId;
-use crate::tape::{LayerUpdate, Mode, Op};
+use crate::tape::{Mode, Op};
 use crate::tiles::FusedTiles;
 
 /// The names the k split pair's two dispatches go by.
@@ -17,10 +17,10 @@ pub(crate) const KERNEL_OUTPUT_SUMS: &str = "output_wide (sums)";
 /// [`DeviceFit::linear_update_layers`]), its layers in updates of at most `layers` each. No
 /// layer's update reads another's parameters, so several dispatches compute what one would.
 pub(crate) fn layers_per_update(op: &Op, layers: u32) -> Vec<Op> {
-    let Op::LinearUpdate { first, second, third, counters, opt } = *op else {
+    let Op::LinearUpdate { counters, opt, .. } = *op else {
         return vec![op.clone()];
     };
-    let all: Vec<LayerUpdate> = std::iter::once(first).chain(second).chain(third).collect();
+    let all = op.updated_layers();
     if all.len() <= layers as usize {
         return vec![op.clone()];
     }
@@ -33,11 +33,7 @@ pub(crate) fn layers_per_update(op: &Op, layers: u32) -> Vec<Op> {
 /// f16 inputs): where the kernels' products take f16 inputs on this adapter (`coop`) and one of
 /// its layers takes it ([`FusedTiles::coop_updates`] at `max_batch` rows).
 pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits, max_batch: usize, op: &Op) -> bool {
-    let Op::LinearUpdate { first, second, third, .. } = op else {
-        return false;
-    };
-    let wide = |l: &LayerUpdate| tiles.coop_updates(max_batch, l.dy.cols, limits);
-    coop && (wide(first) || second.as_ref().is_some_and(wide) || third.as_ref().is_some_and(wide))
+    coop && op.updated_layers().iter().any(|l| tiles.coop_updates(max_batch, l.dy.cols, limits))
 }
 
 /// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
@@ -150,7 +146,7 @@ pub(crate) fn forward_kernel_id(tiles: &FusedTiles, limits: &wgpu::Limits, rows:
 mod tests {
     use super::*;
     use crate::Optimizer;
-    use crate::tape::{Dim, TensorId, View};
+    use crate::tape::{Dim, LayerUpdate, TensorId, View};
 
     /// Layer `n`'s part of an update (tensors 5n..5n+4).
     fn layer(n: usize) -> LayerUpdate {
@@ -159,8 +155,7 @@ mod tests {
     }
 
     fn layers_of(op: &Op) -> Vec<TensorId> {
-        let Op::LinearUpdate { first, second, third, .. } = op else { panic!("not an update: {op:?}") };
-        std::iter::once(first).chain(second).chain(third).map(|l| l.params).collect()
+        op.updated_layers().iter().map(|l| l.params).collect()
     }
 
     #[test]

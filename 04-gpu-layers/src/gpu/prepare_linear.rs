@@ -130,14 +130,14 @@ pub(crate) fn prepare_backward_input(store: &StoreBuffers<'_>, ctx: &GpuContext,
 /// the kernels' three-layer form; the others bind as many layers as the device allows, up to
 /// two (`DeviceFit::linear_update_layers`; `GpuStore::add_tape` gave every op at most that many).
 pub(crate) fn prepare_linear_update(store: &StoreBuffers<'_>, ctx: &GpuContext, kernels: &Kernels, op: &Op) -> Result<Dispatch, LayersError> {
-    let Op::LinearUpdate { first, second, third, counters, opt } = *op else {
+    let Op::LinearUpdate { counters, opt, .. } = *op else {
         return Err(LayersError::Spec(format!("not a linear_update: {}", op.kernel_name())));
     };
     let name = op.kernel_name();
     let tiles = kernels.tiles();
     let buf = |t: TensorId| store.buf(t);
     let coop = coop_update(kernels.coop_on(ctx), &tiles, &ctx.limits, store.max_batch, op);
-    let layers: Vec<LayerUpdate> = std::iter::once(first).chain(second).chain(third).collect();
+    let layers = op.updated_layers();
     let three = layers.len() == 3;
     let (id, update_tiles) = match (coop, three) {
         (true, false) => (KernelId::LinearUpdateCoop, FusedTiles { update_t: wgsl::COOP_UPDATE_T, ..tiles }),
@@ -148,7 +148,12 @@ pub(crate) fn prepare_linear_update(store: &StoreBuffers<'_>, ctx: &GpuContext, 
     let fit = crate::routing::DeviceFit::for_limits(&ctx.limits);
     let declared = id.update_layers(fit) as usize;
     if layers.len() > declared || (three && fit.linear_update_layers < 3) {
-        return Err(LayersError::Spec(format!("{name}: {} layers in one dispatch on a device that binds {declared}", layers.len())));
+        return Err(LayersError::Spec(format!(
+            "{name}: {} layers in one dispatch of {} on a device that binds {} layers' buffers",
+            layers.len(),
+            id.name(),
+            fit.linear_update_layers
+        )));
     }
     let (u, groups) = update_uniform(ctx, &update_tiles, &layers, opt, name)?;
     let uniform = store.manager.uniform(ctx, name, &u);
