@@ -56,6 +56,7 @@ pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
         add(format!("split step batch slices {v}"), FusedTiles { split_step_batch_slices: v, ..d });
     }
     add("not merged".into(), FusedTiles { merge: false, ..d });
+    add("output and backward apart".into(), FusedTiles { merge_backward: false, ..d });
     add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
     add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
     add("merged TN 64 CB 2 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 2, merged_ks: 16, ..d });

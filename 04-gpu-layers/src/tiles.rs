@@ -41,6 +41,10 @@ pub struct FusedTiles {
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
+    /// Whether a training step's `OutputLayer` and the `LinearBackwardInput` below it (the layer
+    /// under the last hidden one) run as ONE dispatch, `output_backward` (where the shapes and
+    /// the device allow it: [`FusedTiles::merges_backward`]).
+    pub merge_backward: bool,
     /// Whether a gathered training step of one merged hidden layer runs SPLIT: each
     /// `linear_update` also writes the next batch's partial sums of `x W1` for its tile of `W1`,
     /// and `forward_output` only adds them up (where the device allows it:
@@ -133,6 +137,7 @@ impl FusedTiles {
         update_r: 64,
         update_preload: true,
         merge: true,
+        merge_backward: true,
         split: true,
         split_step_batch_slices: 8,
         merged_tn: 32,

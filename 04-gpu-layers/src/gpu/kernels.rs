@@ -48,6 +48,9 @@ pub enum KernelId {
     /// partial sums the previous update wrote (`forward_split_sums.wgsl`).
     ForwardOutputSplit,
     LinearBackwardInput,
+    /// A training step's output layer and the `linear_backward_input` below it in one dispatch
+    /// (`output_backward.wgsl`).
+    OutputBackward,
     /// `linear_update` of one or two layers (the layer count is a constant of the kernel, so a
     /// kernel of two layers has no branch for a third).
     LinearUpdate,
@@ -70,7 +73,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 27] = [
+    pub const ALL: [KernelId; 28] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -88,6 +91,7 @@ impl KernelId {
         KernelId::ForwardOutputGather,
         KernelId::ForwardOutputSplit,
         KernelId::LinearBackwardInput,
+        KernelId::OutputBackward,
         KernelId::LinearUpdate,
         KernelId::LinearUpdateThree,
         KernelId::LinearUpdateSplit,
@@ -119,6 +123,7 @@ impl KernelId {
             KernelId::ForwardOutputGather => "forward_output (gathering)",
             KernelId::ForwardOutputSplit => "forward_output (split)",
             KernelId::LinearBackwardInput => "linear_backward_input",
+            KernelId::OutputBackward => "output_backward",
             KernelId::LinearUpdate => "linear_update",
             KernelId::LinearUpdateThree => "linear_update (three layers)",
             KernelId::LinearUpdateSplit => "linear_update (split)",
@@ -257,6 +262,14 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 vec![("BI_K", wgsl::BACKWARD_INPUT_K), ("BI_R", wgsl::BACKWARD_INPUT_R), ("BI_J", wgsl::BACKWARD_INPUT_J)]
             }
+            KernelId::OutputBackward => vec![
+                ("BI_K", wgsl::BACKWARD_INPUT_K),
+                ("BI_R", wgsl::BACKWARD_INPUT_R),
+                ("BI_J", wgsl::BACKWARD_INPUT_J),
+                ("OB_C", wgsl::OUTPUT_WIDE_CLASSES),
+                ("OB_H", wgsl::OUTPUT_BACKWARD_H),
+                ("OB_KPI", wgsl::OUTPUT_BACKWARD_KPI),
+            ],
             _ => vec![],
         }
     }
@@ -292,6 +305,7 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../../shaders/linear_backward_input.wgsl"))
             }
+            KernelId::OutputBackward => ("shaders/output_backward.wgsl", include_str!("../../shaders/output_backward.wgsl")),
             KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
                 ("shaders/linear_update.wgsl", include_str!("../../shaders/linear_update.wgsl"))
             }
@@ -309,14 +323,17 @@ impl KernelId {
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
         let output =
             matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit);
-        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide) {
+        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide | KernelId::OutputBackward) {
             files.push(("shaders/loss.wgsl", LOSS));
         }
         if output {
             files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
-        if matches!(self, KernelId::OutputLayer | KernelId::OutputWide) {
+        if matches!(self, KernelId::OutputLayer | KernelId::OutputWide | KernelId::OutputBackward) {
             files.push(("shaders/output_params.wgsl", include_str!("../../shaders/output_params.wgsl")));
+        }
+        if matches!(self, KernelId::LinearBackwardInput | KernelId::OutputBackward) {
+            files.push(("shaders/backward_input_w.wgsl", include_str!("../../shaders/backward_input_w.wgsl")));
         }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));
