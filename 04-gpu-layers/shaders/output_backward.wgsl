@@ -15,7 +15,8 @@
 //      products over their values of k (k = lane, lane + LANES, ...) for all classes at once
 //   2. the partial logits meet in workgroup memory: one invocation per (row, class) adds the
 //      LANES of them and the bias
-//   3. every invocation finds its row's max and sum of exponentials from the logits, then dy
+//   3. every invocation finds its row's max and sum of exponentials from the logits
+//      (row_softmax.wgsl), then dy
 //      for its values of k, into workgroup memory (`dys`, zero past H)
 //   4. dx: the chunks of V through workgroup memory (backward_input_w.wgsl), each multiplied
 //      against the rows of dy already there
@@ -40,15 +41,6 @@ const LANES: u32 = THREADS / BI_R;
 // First the partial logits [row][class][lane], then dy [row][OB_H].
 var<workgroup> dys: array<f32, BI_R * OB_H>;
 var<workgroup> z_sh: array<f32, BI_R * OB_C>; // [row][class]
-
-// What the layer writes for class c of row rr (output_wide.wgsl's dl_dz).
-fn dl_dz(rr: u32, c: u32, m: f32, total: f32, label: u32, label_ok: bool, mse: bool, mse_scale: f32) -> f32 {
-    let z = z_sh[rr * OB_C + c];
-    if mse {
-        return mse_value(z, c, label, label_ok, p.mode, mse_scale);
-    }
-    return output_value(exp(z - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
-}
 
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -105,41 +97,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
 
     // 3. Softmax cross-entropy (or MSE) of row rr, dL/dz, and dy for this invocation's k.
-    var m = z_sh[rr * OB_C];
-    var arg = 0u;
-    for (var c = 1u; c < classes; c++) {
-        let z = z_sh[rr * OB_C + c];
-        if z > m {
-            m = z;
-            arg = c;
-        }
-    }
+    let zr = rr * OB_C;
     let mse = p.loss == LOSS_MSE;
     let mse_scale = 2.0 * batch.inv_rows / f32(classes);
-    var total = 0.0;
-    for (var c = 0u; c < classes; c++) {
-        let z = z_sh[rr * OB_C + c];
-        if mse {
-            let diff = z - select(0.0, 1.0, c == label);
-            total += diff * diff;
-        } else {
-            total += exp(z - m);
-        }
-    }
+    let s = row_stats(zr, classes, label, mse);
     let label_ok = label < classes;
     if owner && live {
         if lane == 0u {
-            let ce = log(total) + m - z_sh[rr * OB_C + min(label, classes - 1u)];
-            count_row(label_ok, select(ce, total / f32(classes), mse), arg == label, p.mode, r0 + rr == 0u);
+            count_row(label_ok, row_loss(zr, s, classes, label, mse), s.arg == label, p.mode, r0 + rr == 0u);
         }
         if lane < classes {
-            out[row * classes + lane] = dl_dz(rr, lane, m, total, label, label_ok, mse, mse_scale);
+            out[row * classes + lane] = dl_dz(zr, lane, s, label, label_ok, mse, mse_scale);
         }
     }
     var dz: array<f32, OB_C>;
     for (var c = 0u; c < OB_C; c++) {
         if c < classes {
-            dz[c] = dl_dz(rr, c, m, total, label, label_ok, mse, mse_scale);
+            dz[c] = dl_dz(zr, c, s, label, label_ok, mse, mse_scale);
         }
     }
     // Every invocation has read the partial logits (the barrier above): dys now takes dy.

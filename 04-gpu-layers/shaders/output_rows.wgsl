@@ -9,11 +9,8 @@
 // `counters`, `batch`; the workgroup arrays `w_sh` [W_SHARED], `z_sh` [OUT_Z_SHARED],
 // `scratch` [>= OUT_WG]; the constants OUT_WG
 // (invocations) and OUT_SLICES (most k-slices of a logit); and two functions:
-// `hidden(staged, local_row, row, k) -> f32` (h[row, k]) and `row_label(row) -> u32`.
-//
-// Numerically stable, as in softmax_row.wgsl: with m = max_c z_c,
-//     p_c = exp(z_c - m) / sum_c' exp(z_c' - m),  loss = log(sum_c' exp(z_c' - m)) + m - z_label,
-//     dL/dz_c = (p_c - [c == label]) / batch.
+// `hidden(staged, local_row, row, k) -> f32` (h[row, k]) and `row_label(row) -> u32`. What it
+// does with a row of logits is row_softmax.wgsl's (prepended by the host).
 
 // Reads [W; b] through workgroup memory when staged (`staged` is the same for the whole dispatch).
 fn weight(staged: bool, i: u32) -> f32 {
@@ -89,46 +86,24 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
     let counts = t == per_row - 1u && p.mode != MODE_PREDICT;
     if live && (t < classes || counts || (backprop && t < k_len)) {
         let zr = lr * classes;
-        var m = z_sh[zr];
-        var arg = 0u;
-        for (var c = 1u; c < classes; c++) {
-            let z = z_sh[zr + c];
-            if z > m {
-                m = z;
-                arg = c;
-            }
-        }
-        // Softmax cross-entropy: the sum of exponentials. Mean squared error: the row's loss.
         let mse = p.loss == LOSS_MSE;
         let mse_scale = 2.0 * batch.inv_rows / f32(classes);
-        // (Each loop is written for one loss, so no branch sits inside it.)
-        var total = 0.0;
-        if mse {
-            for (var c = 0u; c < classes; c++) {
-                let diff = z_sh[zr + c] - select(0.0, 1.0, c == label);
-                total += diff * diff;
-            }
-        } else {
-            for (var c = 0u; c < classes; c++) {
-                total += exp(z_sh[zr + c] - m);
-            }
-        }
+        let s = row_stats(zr, classes, label, mse);
         let label_ok = label < classes;
         if counts {
-            let ce = log(total) + m - z_sh[zr + min(label, classes - 1u)];
-            count_row(label_ok, select(ce, total / f32(classes), mse), arg == label, p.mode, row == 0u);
+            count_row(label_ok, row_loss(zr, s, classes, label, mse), s.arg == label, p.mode, row == 0u);
         }
         for (var c = t; c < classes; c += per_row) {
-            out[row * classes + c] = dl_dz(zr, c, m, total, label, label_ok, mse, mse_scale);
+            out[row * classes + c] = dl_dz(zr, c, s, label, label_ok, mse, mse_scale);
         }
         // Backpropagate into the layer below, straight from workgroup memory (through h's
         // dropout mask, drawn again, when it has one).
         if backprop {
             // A literal `mse`, so that each inlined copy of the loop has no branch on the loss.
             if mse {
-                backprop_row(lr, row, t, per_row, zr, m, total, label, label_ok, true, mse_scale, w_staged, h_staged);
+                backprop_row(lr, row, t, per_row, zr, s, label, label_ok, true, mse_scale, w_staged, h_staged);
             } else {
-                backprop_row(lr, row, t, per_row, zr, m, total, label, label_ok, false, mse_scale, w_staged, h_staged);
+                backprop_row(lr, row, t, per_row, zr, s, label, label_ok, false, mse_scale, w_staged, h_staged);
             }
         }
     }
@@ -137,7 +112,7 @@ fn output_rows(lid: u32, row0: u32, rows_here: u32, rpw: u32, w_staged: bool, h_
 
 // dh of this invocation's values of k of the row: (dL/dz W^T) * act'(h), through h's dropout
 // mask (drawn again) when it has one.
-fn backprop_row(lr: u32, row: u32, t: u32, per_row: u32, zr: u32, m: f32, total: f32, label: u32, label_ok: bool,
+fn backprop_row(lr: u32, row: u32, t: u32, per_row: u32, zr: u32, s: RowStats, label: u32, label_ok: bool,
                 mse: bool, mse_scale: f32, w_staged: bool, h_staged: bool) {
     let k_len = p.inputs;
     let classes = p.classes;
@@ -145,30 +120,12 @@ fn backprop_row(lr: u32, row: u32, t: u32, per_row: u32, zr: u32, m: f32, total:
     for (var k = t; k < k_len; k += per_row) {
         var g = 0.0;
         for (var c = 0u; c < classes; c++) {
-            let dz = dl_dz(zr, c, m, total, label, label_ok, mse, mse_scale);
+            let dz = dl_dz(zr, c, s, label, label_ok, mse, mse_scale);
             g += dz * weight(w_staged, k * classes + c);
         }
         let i = row * k_len + k;
         dh[i] = dropout_grad(g, hidden(h_staged, lr, row, k), p.hidden_act, p.drop, mask_step, i);
     }
-}
-
-// What the output layer writes for class c of the row whose logits start at z_sh[zr]: with
-// softmax cross-entropy (m the row's max, total its sum of exponentials) the probability or
-// dL/dz; with mean squared error the output or dL/dz.
-fn dl_dz(zr: u32, c: u32, m: f32, total: f32, label: u32, label_ok: bool, mse: bool, mse_scale: f32) -> f32 {
-    if mse {
-        return mse_value(z_sh[zr + c], c, label, label_ok, p.mode, mse_scale);
-    }
-    return output_value(exp(z_sh[zr + c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
-}
-
-// The step h's dropout masks are drawn for (0 when h has none; only the weight updates write it).
-fn dropout_step() -> u32 {
-    if p.drop.threshold == 0u {
-        return 0u;
-    }
-    return atomicLoad(&counters[COUNTER_MASK_STEP]);
 }
 
 // w_sh[i] = out_params[i] for i in [0, len), by all OUT_WG invocations, eight loads in flight each

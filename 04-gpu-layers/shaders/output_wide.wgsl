@@ -77,22 +77,6 @@ fn load_chunk(row: u32, base: u32, lid: u32, write: bool) {
     }
 }
 
-// What the layer writes for class c (output_rows.wgsl's dl_dz, for the one row in z_sh).
-fn dl_dz(c: u32, m: f32, total: f32, label: u32, label_ok: bool, mse: bool, mse_scale: f32) -> f32 {
-    if mse {
-        return mse_value(z_sh[c], c, label, label_ok, p.mode, mse_scale);
-    }
-    return output_value(exp(z_sh[c] - m) / total, c, label, label_ok, p.mode, batch.inv_rows);
-}
-
-// The step h's dropout masks are drawn for (0 when h has none; only the weight updates write it).
-fn dropout_step() -> u32 {
-    if p.drop.threshold == 0u {
-        return 0u;
-    }
-    return atomicLoad(&counters[COUNTER_MASK_STEP]);
-}
-
 @compute @workgroup_size(OW_WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -149,34 +133,15 @@ fn main(
     workgroupBarrier();
 
     // 3. Softmax cross-entropy, dL/dz and dh, each invocation from the logits in z_sh.
-    var m = z_sh[0];
-    var arg = 0u;
-    for (var c = 1u; c < classes; c++) {
-        let z = z_sh[c];
-        if z > m {
-            m = z;
-            arg = c;
-        }
-    }
-    // Softmax cross-entropy: the sum of exponentials. Mean squared error: the row's loss.
     let mse = p.loss == LOSS_MSE;
     let mse_scale = 2.0 * batch.inv_rows / f32(classes);
-    var total = 0.0;
-    for (var c = 0u; c < classes; c++) {
-        if mse {
-            let diff = z_sh[c] - select(0.0, 1.0, c == label);
-            total += diff * diff;
-        } else {
-            total += exp(z_sh[c] - m);
-        }
-    }
+    let s = row_stats(0u, classes, label, mse);
     let label_ok = label < classes;
     if lid == OW_WG - 1u && p.mode != MODE_PREDICT {
-        let ce = log(total) + m - z_sh[min(label, classes - 1u)];
-        count_row(label_ok, select(ce, total / f32(classes), mse), arg == label, p.mode, row == 0u);
+        count_row(label_ok, row_loss(0u, s, classes, label, mse), s.arg == label, p.mode, row == 0u);
     }
     if lid < classes {
-        out[row * classes + lid] = dl_dz(lid, m, total, label, label_ok, mse, mse_scale);
+        out[row * classes + lid] = dl_dz(0u, lid, s, label, label_ok, mse, mse_scale);
     }
     if p.mode != MODE_TRAIN || p.hidden_act == ACT_NONE {
         return;
@@ -187,7 +152,7 @@ fn main(
     var dz: array<f32, OW_C>;
     for (var c = 0u; c < OW_C; c++) {
         if c < classes {
-            dz[c] = dl_dz(c, m, total, label, label_ok, mse, mse_scale);
+            dz[c] = dl_dz(0u, c, s, label, label_ok, mse, mse_scale);
         }
     }
     let one_chunk = k_len <= chunk; // then hv and wv still hold it

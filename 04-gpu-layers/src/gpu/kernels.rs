@@ -326,6 +326,9 @@ impl KernelId {
         if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide | KernelId::OutputBackward) {
             files.push(("shaders/loss.wgsl", LOSS));
         }
+        if output || matches!(self, KernelId::OutputWide | KernelId::OutputBackward) {
+            files.push(("shaders/row_softmax.wgsl", include_str!("../../shaders/row_softmax.wgsl")));
+        }
         if output {
             files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
