@@ -18,8 +18,6 @@
 // chunk's copies are loaded into registers while this chunk multiplies.
 //
 // BI_K, BI_R and BI_J come from the prelude (src/wgsl.rs); BI_K * BI_R invocations per workgroup.
-// The W chunks' loads and stores are backward_input_w.wgsl's (prepended by the host), which
-// output_backward.wgsl shares.
 
 // `p` is the layer's LinearParams (common.wgsl).
 @group(0) @binding(0) var<storage, read> dy: array<f32>;
@@ -31,12 +29,24 @@
 // Read only when h has a dropout (p.drop): the step its mask was drawn for.
 @group(0) @binding(6) var<storage, read> counters: array<u32>;
 
+const THREADS: u32 = BI_K * BI_R;
+const W_LOADS: u32 = (BI_K * BI_J + THREADS - 1u) / THREADS; // W values each invocation copies per chunk
 const DY_LOADS: u32 = (BI_R * BI_J + THREADS - 1u) / THREADS; // dy values each invocation copies
+const PAD: u32 = BI_K + 1u; // a row of the transposed W tile: BI_K values and one to skip banks
 
+var<workgroup> wt: array<f32, BI_J * PAD>; // [BI_J][PAD]: W[k0 + kk][j0 + jj] at wt[jj * PAD + kk]
 var<workgroup> dys: array<f32, BI_R * BI_J>; // [BI_R][BI_J]: dy[r0 + rr][j0 + jj]
 
-// Element l of this invocation's share of dy's chunk j0 (row e / BI_J, j e % BI_J). Zero past
-// the layer's sizes and the batch.
+// Element l of this invocation's share of chunk j0: of W (index e < BI_K * BI_J, k e / BI_J,
+// j e % BI_J) and of dy (row e / BI_J, j e % BI_J). Zero past the layer's sizes and the batch.
+fn load_w(tid: u32, l: u32, k0: u32, j0: u32) -> f32 {
+    let e = tid + l * THREADS;
+    let k = k0 + e / BI_J;
+    let j = j0 + e % BI_J;
+    let ok = e < BI_K * BI_J && k < p.inputs && j < p.outputs;
+    return select(0.0, params[min(k, p.inputs - 1u) * p.outputs + min(j, p.outputs - 1u)], ok);
+}
+
 fn load_dy(tid: u32, l: u32, r0: u32, j0: u32) -> f32 {
     let e = tid + l * THREADS;
     let row = r0 + e / BI_J;
@@ -54,8 +64,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let kk = tid % BI_K;
     let rr = tid / BI_K;
-    var w_next = load_w_chunk(tid, k0, 0u, p.inputs, p.outputs);
+    var w_next: array<f32, W_LOADS>;
     var dy_next: array<f32, DY_LOADS>;
+    for (var l = 0u; l < W_LOADS; l++) {
+        w_next[l] = load_w(tid, l, k0, 0u);
+    }
     for (var l = 0u; l < DY_LOADS; l++) {
         dy_next[l] = load_dy(tid, l, r0, 0u);
     }
@@ -63,7 +76,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let chunks = (p.outputs + BI_J - 1u) / BI_J;
     for (var t = 0u; t < chunks; t++) {
         // The chunk that arrived, into workgroup memory (W transposed).
-        store_w_chunk(tid, w_next);
+        for (var l = 0u; l < W_LOADS; l++) {
+            let e = tid + l * THREADS;
+            if e < BI_K * BI_J {
+                wt[(e % BI_J) * PAD + e / BI_J] = w_next[l];
+            }
+        }
         for (var l = 0u; l < DY_LOADS; l++) {
             let e = tid + l * THREADS;
             if e < BI_R * BI_J {
@@ -74,7 +92,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // The next chunk's copies, in flight during this chunk's multiply-adds.
         if t + 1u < chunks {
             let j0 = (t + 1u) * BI_J;
-            w_next = load_w_chunk(tid, k0, j0, p.inputs, p.outputs);
+            for (var l = 0u; l < W_LOADS; l++) {
+                w_next[l] = load_w(tid, l, k0, j0);
+            }
             for (var l = 0u; l < DY_LOADS; l++) {
                 dy_next[l] = load_dy(tid, l, r0, j0);
             }

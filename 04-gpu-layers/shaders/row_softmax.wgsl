@@ -1,9 +1,9 @@
-// row_softmax.wgsl: what the output kernels (output_rows.wgsl's two, output_wide.wgsl and
-// output_backward.wgsl) do with a row of logits once it is in workgroup memory: its max, argmax
-// and sum (`row_stats`), the loss the counters take (`row_loss`), what the layer writes for each
-// class (`dl_dz`), and the step h's dropout masks are drawn for (`dropout_step`). The including
-// kernel declares `z_sh` (the logits; a row starts at `zr`), the uniform `p` (`mode`, `drop`),
-// `batch` and `counters` (array<atomic<u32>>).
+// row_softmax.wgsl: what the output kernels (output_rows.wgsl's two and output_wide.wgsl) do
+// with a row of logits once it is in workgroup memory: its max, argmax and sum (`row_stats`),
+// the loss the counters take (`row_loss`), what the layer writes for each class (`dl_dz`), and
+// the step h's dropout masks are drawn for (`dropout_step`). The including kernel declares
+// `z_sh` (the logits; a row starts at `zr`), the uniform `p` (`mode`, `drop`), `batch` and
+// `counters` (array<atomic<u32>>).
 //
 // Numerically stable, as in softmax_row.wgsl: with m = max_c z_c,
 //     p_c = exp(z_c - m) / sum_c' exp(z_c' - m),  loss = log(sum_c' exp(z_c' - m)) + m - z_label,

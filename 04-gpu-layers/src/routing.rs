@@ -6,10 +6,7 @@
 use gpu_matmul::Precision;
 
 use crate::tiles::FusedTiles;
-use crate::wgsl::{
-    BACKWARD_INPUT_J, BACKWARD_INPUT_K, BACKWARD_INPUT_R, COOP_UPDATE_T, MERGED_MAX_CLASSES, MERGED_W_SHARED, MERGED_X_SHARED, OUTPUT_BACKWARD_H,
-    OUTPUT_WIDE_CLASSES, OUTPUT_WIDE_SLICES, OUTPUT_WIDE_WG, SPLIT_NEXT_R,
-};
+use crate::wgsl::{COOP_UPDATE_T, MERGED_MAX_CLASSES, MERGED_W_SHARED, MERGED_X_SHARED, OUTPUT_WIDE_CLASSES, OUTPUT_WIDE_SLICES, OUTPUT_WIDE_WG, SPLIT_NEXT_R};
 
 /// Which hidden layers the GPU trainer's fused tapes run through stage 03's matmul kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,28 +271,6 @@ impl FusedTiles {
             && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
     }
 
-    /// What `output_backward` needs of a device: `linear_backward_input`'s invocations and
-    /// transposed chunk of W, the rows of dy (`OUTPUT_BACKWARD_H` each) and their logits; 9
-    /// storage buffers (the output layer's 6, the layer below's weights, output and dx).
-    pub fn output_backward_needs() -> Needs {
-        let (k, r, j) = (BACKWARD_INPUT_K, BACKWARD_INPUT_R, BACKWARD_INPUT_J);
-        let floats = j * (k + 1) + r * OUTPUT_BACKWARD_H + r * OUTPUT_WIDE_CLASSES;
-        Needs { invocations: k * r, workgroup_bytes: 4 * floats, storage_buffers: 9 }
-    }
-
-    /// Whether a training `OutputLayer` on an h of `hidden` columns with `classes` classes and
-    /// the `LinearBackwardInput` below it run as one `output_backward` dispatch on a device of
-    /// `limits`: the tiles say so, h and the classes fit its workgroup, and the device has room.
-    pub fn merges_backward(&self, hidden: usize, classes: usize, limits: &wgpu::Limits) -> bool {
-        let needs = Self::output_backward_needs();
-        self.merge_backward
-            && hidden <= OUTPUT_BACKWARD_H as usize
-            && classes <= OUTPUT_WIDE_CLASSES as usize
-            && needs.invocations <= limits.max_compute_invocations_per_workgroup
-            && needs.workgroup_bytes <= limits.max_compute_workgroup_storage_size
-            && needs.storage_buffers <= limits.max_storage_buffers_per_shader_stage
-    }
-
     /// Whether a `LinearForward` of `rows x outputs` (reading a ready input) and the
     /// `OutputLayer` of `classes` on top of it run as a split `linear_forward_tiled` and an
     /// `output_wide` that adds up its partial sums: [`FusedTiles::k_splits`] is above 1, the
@@ -366,15 +341,13 @@ mod tests {
             let mut most = Needs { invocations: 0, workgroup_bytes: 0, storage_buffers: 0 };
             // The merged forward_output runs only where FusedTiles::merges allows it (below).
             // The split step's kernels run only where FusedTiles::runs_split_step allows them (below).
-            // output_wide runs only where FusedTiles::output_wide allows it (below), output_backward
-            // where FusedTiles::merges_backward does.
+            // output_wide runs only where FusedTiles::output_wide allows it (below).
             // linear_forward_coop runs only on adapters with cooperative matrices (native ones).
             // The three-layer updates run only where the device binds their 16 buffers.
             let conditional = |id: &KernelId| {
                 id.name().starts_with("forward_output")
                     || id.is_split()
                     || *id == KernelId::OutputWide
-                    || *id == KernelId::OutputBackward
                     || id.needs_cooperative_matrix()
                     || id.update_layers(fit) > fit.linear_update_layers
             };
@@ -462,11 +435,13 @@ mod tests {
         let two = [(784, 512), (512, 256), (256, 10)];
         assert_eq!(FusedTiles::for_network(64, &mnist), FusedTiles::DEFAULT);
         assert_eq!(FusedTiles::for_network(64, &[(784, 256), (256, 10)]), FusedTiles::DEFAULT);
-        let big = FusedTiles::for_network(64, &two);
-        assert_eq!((big.forward_tr, big.output_wg), (4, 512));
+        // Batches of up to 64 rows split the forwards' k loops 32 ways; bigger ones 16.
+        let small = FusedTiles::for_network(64, &two);
+        assert_eq!(small, FusedTiles { forward_tr: 4, output_wg: 512, forward_ks: 32, ..FusedTiles::DEFAULT });
+        assert_eq!(FusedTiles::for_network(17, &two), small);
+        let big = FusedTiles::for_network(128, &two);
         assert_eq!(big, FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
         assert_eq!(FusedTiles::for_network(256, &mnist), FusedTiles::for_batch(256));
-        assert_eq!(FusedTiles::for_network(17, &two), big);
         // 784-1024-10 at batch 256: the tiled forward, split over k.
         let wide = FusedTiles::for_network(256, &[(784, 1024), (1024, 10)]);
         assert_eq!(wide, FusedTiles { k_splits: 2, ..big });
@@ -538,23 +513,6 @@ mod tests {
         // 8 x 8 blocks in tiles of 64 with 4 slices would take 64 KiB: more than any device here.
         let big = FusedTiles { update_block: 8, update_t: 64, ..FusedTiles::DEFAULT };
         assert_eq!(big.update_needs().workgroup_bytes, 65536);
-    }
-
-    #[test]
-    fn output_backward_needs_say_what_it_needs_and_which_layers_take_it() {
-        let id = KernelId::OutputBackward;
-        let n = needs(&compile(id.name(), &id.source(&FusedTiles::DEFAULT, DeviceFit::LARGE)));
-        assert_eq!(n, FusedTiles::output_backward_needs());
-        // h of up to 512 columns, up to 16 classes; lavapipe (the CI machine) and SwiftShader
-        // (10 storage buffers, 32 KiB) run it, WebGPU's defaults (8 buffers, 16 KiB) do not.
-        let (defaults, lavapipe) = (wgpu::Limits::defaults(), lavapipe_limits());
-        let swiftshader =
-            wgpu::Limits { max_compute_workgroup_storage_size: 32768, max_storage_buffers_per_shader_stage: 10, ..defaults.clone() };
-        let d = FusedTiles::DEFAULT;
-        assert!(d.merges_backward(256, 10, &lavapipe) && d.merges_backward(512, 16, &lavapipe) && d.merges_backward(1, 2, &swiftshader));
-        assert!(!d.merges_backward(513, 10, &lavapipe) && !d.merges_backward(256, 17, &lavapipe));
-        assert!(!d.merges_backward(256, 10, &defaults));
-        assert!(!FusedTiles { merge_backward: false, ..d }.merges_backward(256, 10, &lavapipe));
     }
 
     #[test]

@@ -24,9 +24,12 @@ pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
     for v in [16, 64] {
         add(format!("forward TN {v}"), FusedTiles { forward_tn: v, ..d });
     }
-    for v in [8, 32] {
+    for v in [8, 16, 32] {
         add(format!("forward KS {v}"), FusedTiles { forward_ks: v, ..d });
     }
+    // 1,024 invocations: 16 columns and 64 slices; 8 rows with 4 loads in flight.
+    add("forward TN 16 KS 64".into(), FusedTiles { forward_tn: 16, forward_ks: 64, ..d });
+    add("forward KS 32 TR 8 U 4".into(), FusedTiles { forward_ks: 32, forward_tr: 8, forward_u: 4, ..d });
     for v in [1, 4, 8] {
         add(format!("forward TR {v}"), FusedTiles { forward_tr: v, ..d });
     }
@@ -56,7 +59,6 @@ pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
         add(format!("split step batch slices {v}"), FusedTiles { split_step_batch_slices: v, ..d });
     }
     add("not merged".into(), FusedTiles { merge: false, ..d });
-    add("output and backward apart".into(), FusedTiles { merge_backward: false, ..d });
     add("merged KS 16".into(), FusedTiles { merged_ks: 16, ..d });
     add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
     add("merged TN 64 CB 2 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 2, merged_ks: 16, ..d });

@@ -41,10 +41,6 @@ pub struct FusedTiles {
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
-    /// Whether a training step's `OutputLayer` and the `LinearBackwardInput` below it (the layer
-    /// under the last hidden one) run as ONE dispatch, `output_backward` (where the shapes and
-    /// the device allow it: [`FusedTiles::merges_backward`]).
-    pub merge_backward: bool,
     /// Whether a gathered training step of one merged hidden layer runs SPLIT: each
     /// `linear_update` also writes the next batch's partial sums of `x W1` for its tile of `W1`,
     /// and `forward_output` only adds them up (where the device allows it:
@@ -137,7 +133,6 @@ impl FusedTiles {
         update_r: 64,
         update_preload: true,
         merge: true,
-        merge_backward: true,
         split: true,
         split_step_batch_slices: 8,
         merged_tn: 32,
@@ -180,18 +175,25 @@ impl FusedTiles {
     /// alone against 11.44 with 2, `output_layer` with 512 invocations 7.01 against 8.46; at
     /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
     /// merged `forward_output` uses neither.
-    /// A network with a layer of at least `tiled_min` outputs at `max_batch` rows (a tiled
-    /// forward) takes `FusedTiles::WIDE`.
+    /// In batches of up to 64 rows such a network also splits the forwards' k loops 32 ways
+    /// ([`FusedTiles::BIG_ROWS_32_SLICES`]). A network with a layer of at least `tiled_min`
+    /// outputs at `max_batch` rows (a tiled forward) takes `FusedTiles::WIDE`.
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
         let d = FusedTiles::DEFAULT;
         if shapes.iter().any(|&(_, outputs)| (max_batch * outputs) as u64 >= d.tiled_min as u64) {
             FusedTiles::WIDE
         } else if shapes.iter().any(|&(_, outputs)| outputs >= 512) {
-            FusedTiles::BIG_ROWS
+            if max_batch <= 64 { FusedTiles::BIG_ROWS_32_SLICES } else { FusedTiles::BIG_ROWS }
         } else {
             FusedTiles::for_batch(max_batch)
         }
     }
+
+    /// [`FusedTiles::BIG_ROWS`] with the k loop of `linear_forward` in 32 slices (`KS`): 1,024
+    /// invocations per workgroup, each walking 25 values of k of the first layer and 16 of a
+    /// second one of 512 inputs. At 784-512-256-10, batch 64, the step took 38.37 us against
+    /// 40.32 with 16 slices on an H100 (`results/h100-update-triple/sweep-512-256-b64.txt`).
+    const BIG_ROWS_32_SLICES: FusedTiles = FusedTiles { forward_ks: 32, ..FusedTiles::BIG_ROWS };
 
     /// [`FusedTiles::BIG_ROWS`] for a network with a layer that runs the tiled forward: its k
     /// loop split 2 ways, `output_wide` adding up the parts (at 784-1024-10, batch 256, on the

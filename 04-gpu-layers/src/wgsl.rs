@@ -47,18 +47,6 @@ pub const OUTPUT_WIDE_WG: u32 = 256;
 pub const OUTPUT_WIDE_KPI: u32 = 4;
 pub const OUTPUT_WIDE_CLASSES: u32 = 16;
 pub const OUTPUT_WIDE_SLICES: u32 = 16;
-/// `output_backward` (an output layer and the backward of the layer below it in one dispatch;
-/// `linear_backward_input`'s workgroups and grid): the widest h it takes (its workgroup keeps
-/// `BACKWARD_INPUT_R` rows of dy, WGSL `OB_H`; at least `OUTPUT_WIDE_CLASSES` x 32, the partial
-/// logits that share the space first), and the values of k each invocation loads per round of
-/// the logits (`OB_KPI`). It holds `OUTPUT_WIDE_CLASSES` classes in registers (`OB_C`).
-pub const OUTPUT_BACKWARD_H: u32 = 512;
-pub const OUTPUT_BACKWARD_KPI: u32 = 4;
-// Its partial logits (`OB_C` per invocation, `BACKWARD_INPUT_K` invocations per row) share the
-// space of the rows of dy, whose chunks of `BACKWARD_INPUT_J` end within it.
-const _: () = assert!(
-    OUTPUT_WIDE_CLASSES * BACKWARD_INPUT_K <= OUTPUT_BACKWARD_H && OUTPUT_BACKWARD_H.is_multiple_of(BACKWARD_INPUT_J)
-);
 
 
 /// `linear_update_coop` (a wide layer's gradient on the tensor cores, f16 inputs): the side of

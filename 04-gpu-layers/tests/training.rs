@@ -242,46 +242,6 @@ fn fused_mean_squared_error_networks_gpu_equals_cpu() {
     }
 }
 
-/// `output_backward` (the output layer and the backward below it in one dispatch) on awkward
-/// shapes: h of 1, 65, 257 and 512 columns (the widest it takes: several chunks, a padded last
-/// one), 2 to 16 classes, both losses, dropout on both sides; both devices step by step (the
-/// last batch short). Wider h, or more classes, keep the two dispatches. (An
-/// h of at most 128 columns merges with its forward instead, `forward_output`, unless the tiles
-/// say not to, as here.)
-#[test]
-fn output_and_backward_merged_gpu_equals_cpu() {
-    let ctx = test_context();
-    let unmerged_forward = Kernels::with_tiles(FusedTiles { merge: false, ..FusedTiles::DEFAULT });
-    for (text, loss, merged) in [
-        ("7-3-sigmoid-1-relu-16", Loss::Mse, true),
-        ("5-33-tanh-dropout0.2-65-relu-2", Loss::CrossEntropy, true),
-        ("6-17-tanh-dropout0.3-257-relu-dropout0.3-3", Loss::CrossEntropy, true),
-        ("4-63-relu-dropout0.1-512-sigmoid-10", Loss::CrossEntropy, true),
-        ("4-9-relu-513-relu-5", Loss::CrossEntropy, false),
-        ("4-9-relu-20-relu-17", Loss::CrossEntropy, false),
-    ] {
-        let spec = NetworkSpec::parse(text, loss).unwrap();
-        let opt = Optimizer::adam(1e-3);
-        let g = GpuTrainer::with_options(ctx, &unmerged_forward, &spec, opt, 17, 7, Fusion::Fused).unwrap();
-        let kernels = g.step_kernels(None);
-        assert_eq!(kernels.contains(&"output_backward"), merged, "{text}: {kernels:?}");
-        assert_eq!(kernels.contains(&"linear_backward_input"), !merged, "{text}: {kernels:?}");
-        // (The 513 columns' step is left out: with that many ReLUs, one pre-activation within
-        // rounding of 0 takes a different side on the two devices now and then.)
-        if merged || spec.layer_shapes()[1].1 < 513 {
-            gpu_trainer_matches_cpu(ctx, g, &spec, opt, "merge off");
-        }
-    }
-    // With the default tiles: MNIST's deep network merges its output layer with the backward
-    // (256 columns), 784-128-64-10 with the forward.
-    for (text, merged) in [("784-512-relu-256-relu-10", true), ("784-128-relu-64-relu-10", false)] {
-        let spec = NetworkSpec::parse(text, Loss::CrossEntropy).unwrap();
-        let kernels = gpu(&spec, Optimizer::adam(1e-3), 64, Fusion::Fused).step_kernels(None);
-        assert_eq!(kernels.contains(&"output_backward"), merged, "{text}: {kernels:?}");
-        assert_eq!(kernels.contains(&"forward_output"), !merged, "{text}: {kernels:?}");
-    }
-}
-
 /// The same within WebGPU's default limits (the browser's kernels: one layer per update, the
 /// smaller workgroups).
 #[test]

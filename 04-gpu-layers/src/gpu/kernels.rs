@@ -48,9 +48,6 @@ pub enum KernelId {
     /// partial sums the previous update wrote (`forward_split_sums.wgsl`).
     ForwardOutputSplit,
     LinearBackwardInput,
-    /// A training step's output layer and the `linear_backward_input` below it in one dispatch
-    /// (`output_backward.wgsl`).
-    OutputBackward,
     /// `linear_update` of one or two layers (the layer count is a constant of the kernel, so a
     /// kernel of two layers has no branch for a third).
     LinearUpdate,
@@ -73,7 +70,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 28] = [
+    pub const ALL: [KernelId; 27] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -91,7 +88,6 @@ impl KernelId {
         KernelId::ForwardOutputGather,
         KernelId::ForwardOutputSplit,
         KernelId::LinearBackwardInput,
-        KernelId::OutputBackward,
         KernelId::LinearUpdate,
         KernelId::LinearUpdateThree,
         KernelId::LinearUpdateSplit,
@@ -123,7 +119,6 @@ impl KernelId {
             KernelId::ForwardOutputGather => "forward_output (gathering)",
             KernelId::ForwardOutputSplit => "forward_output (split)",
             KernelId::LinearBackwardInput => "linear_backward_input",
-            KernelId::OutputBackward => "output_backward",
             KernelId::LinearUpdate => "linear_update",
             KernelId::LinearUpdateThree => "linear_update (three layers)",
             KernelId::LinearUpdateSplit => "linear_update (split)",
@@ -262,14 +257,6 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 vec![("BI_K", wgsl::BACKWARD_INPUT_K), ("BI_R", wgsl::BACKWARD_INPUT_R), ("BI_J", wgsl::BACKWARD_INPUT_J)]
             }
-            KernelId::OutputBackward => vec![
-                ("BI_K", wgsl::BACKWARD_INPUT_K),
-                ("BI_R", wgsl::BACKWARD_INPUT_R),
-                ("BI_J", wgsl::BACKWARD_INPUT_J),
-                ("OB_C", wgsl::OUTPUT_WIDE_CLASSES),
-                ("OB_H", wgsl::OUTPUT_BACKWARD_H),
-                ("OB_KPI", wgsl::OUTPUT_BACKWARD_KPI),
-            ],
             _ => vec![],
         }
     }
@@ -305,7 +292,6 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../../shaders/linear_backward_input.wgsl"))
             }
-            KernelId::OutputBackward => ("shaders/output_backward.wgsl", include_str!("../../shaders/output_backward.wgsl")),
             KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
                 ("shaders/linear_update.wgsl", include_str!("../../shaders/linear_update.wgsl"))
             }
@@ -323,20 +309,17 @@ impl KernelId {
         // mse.wgsl adds its loss like the softmax kernels (loss.wgsl: the fixed-point loss sum).
         let output =
             matches!(self, KernelId::OutputLayer | KernelId::ForwardOutput | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit);
-        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide | KernelId::OutputBackward) {
+        if output || matches!(self, KernelId::SoftmaxCe | KernelId::Mse | KernelId::OutputWide) {
             files.push(("shaders/loss.wgsl", LOSS));
         }
-        if output || matches!(self, KernelId::OutputWide | KernelId::OutputBackward) {
+        if output || self == KernelId::OutputWide {
             files.push(("shaders/row_softmax.wgsl", include_str!("../../shaders/row_softmax.wgsl")));
         }
         if output {
             files.push(("shaders/output_rows.wgsl", OUTPUT_ROWS));
         }
-        if matches!(self, KernelId::OutputLayer | KernelId::OutputWide | KernelId::OutputBackward) {
+        if matches!(self, KernelId::OutputLayer | KernelId::OutputWide) {
             files.push(("shaders/output_params.wgsl", include_str!("../../shaders/output_params.wgsl")));
-        }
-        if matches!(self, KernelId::LinearBackwardInput | KernelId::OutputBackward) {
-            files.push(("shaders/backward_input_w.wgsl", include_str!("../../shaders/backward_input_w.wgsl")));
         }
         if self == KernelId::SoftmaxCe {
             files.push(("shaders/softmax_row.wgsl", SOFTMAX_ROW));

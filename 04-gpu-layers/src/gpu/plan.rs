@@ -1,7 +1,6 @@
 //! Which dispatches a tape of ops becomes, decided without a device: updates of several layers
 //! split where the device binds too few buffers, a `LinearForward` and the `OutputLayer` on it merged
-//! (`forward_output`) or split over k (`linear_forward_tiled (k split)` + `output_wide (sums)`),
-//! and a training `OutputLayer` and the `LinearBackwardInput` below it merged (`output_backward`),
+//! (`forward_output`) or split over k (`linear_forward_tiled (k split)` + `output_wide (sums)`)
 //! where the tiles and the device allow, and the name each dispatch goes by ([`plan`]).
 
 use crate::routing::DeviceFit;
@@ -37,15 +36,13 @@ pub(crate) fn coop_update(coop: bool, tiles: &FusedTiles, limits: &wgpu::Limits,
     coop && op.updated_layers().iter().any(|l| tiles.coop_updates(max_batch, l.dy.cols, limits))
 }
 
-/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged (a forward and
-/// the output layer on it, or the output layer and the backward below it), or one of the pair a
-/// `LinearForward` `i` split over k and the `OutputLayer` `i + 1` that adds up its partial sums
-/// ([`FusedTiles::runs_k_split`]).
+/// One dispatch of a planned tape: op `i` alone, or ops `i` and `i + 1` merged, or one of the
+/// pair a `LinearForward` `i` split over k and the `OutputLayer` `i + 1` that adds up its partial
+/// sums ([`FusedTiles::runs_k_split`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Planned {
     One(usize),
     Merged(usize),
-    OutputBackward(usize),
     SplitForward(usize),
     SumsOutput(usize),
 }
@@ -57,7 +54,6 @@ impl Planned {
         match self {
             Planned::Merged(0) if gather => "forward_output (gathering)",
             Planned::Merged(_) => "forward_output",
-            Planned::OutputBackward(_) => KernelId::OutputBackward.name(),
             Planned::SplitForward(_) => KERNEL_FORWARD_SPLIT,
             Planned::SumsOutput(_) => KERNEL_OUTPUT_SUMS,
             Planned::One(i) => match ops[i] {
@@ -91,11 +87,6 @@ pub(crate) fn plan_ops(ops: &[Op], tiles: &FusedTiles, gather: bool, limits: &wg
             && merges(&ops[i], next, tiles, gather && i == 0, limits)
         {
             planned.push(Planned::Merged(i));
-            i += 2;
-        } else if let Some(next) = ops.get(i + 1)
-            && merges_backward(&ops[i], next, tiles, limits)
-        {
-            planned.push(Planned::OutputBackward(i));
             i += 2;
         } else if let Some(next) = ops.get(i + 1)
             && !(gather && i == 0)
@@ -136,16 +127,6 @@ fn merges(forward: &Op, output: &Op, tiles: &FusedTiles, gather: bool, limits: &
     };
     let same_act = dh.is_none_or(|(_, a)| Some(a) == *act) && fd == drop;
     h.tensor == y.tensor && h.cols == y.cols && same_act && tiles.merges(y.cols, out.cols, gather, limits)
-}
-
-/// Whether `output` and `backward` run merged as one `output_backward` dispatch: a training
-/// `OutputLayer` with a `dh` and the `LinearBackwardInput` that reads exactly that `dh`, on
-/// shapes and a device the tiles allow ([`FusedTiles::merges_backward`]).
-fn merges_backward(output: &Op, backward: &Op, tiles: &FusedTiles, limits: &wgpu::Limits) -> bool {
-    let (Op::OutputLayer { h, out, dh: Some((dh, _)), mode: Mode::Train, .. }, Op::LinearBackwardInput { dy, .. }) = (output, backward) else {
-        return false;
-    };
-    dy == dh && tiles.merges_backward(h.cols, out.cols, limits)
 }
 
 /// The kernel a `LinearForward` of `rows` (the tape's largest batch) x `cols` outputs runs:

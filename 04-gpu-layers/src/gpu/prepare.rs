@@ -38,7 +38,6 @@ use crate::{LayersError, MAX_CLASSES};
 /// | `LinearForward` + `OutputLayer` (training), `FusedTiles::runs_k_split` | `linear_forward_tiled (k split)`, then `output_wide (sums)` | x, params, partials; then as `output_wide`, partials and the forward's params | `LinearParams` (`k_split`); `OutputLayerParams` (`sums`) | `(out / FT_N) x (B / FT_M) x k_splits`; `B` |
 /// | the same pair, where the products take f16 inputs on an adapter with cooperative matrices | `linear_forward_coop (k split)`, then `output_wide (sums)` | as above | as above | `(out / coop_n) x (B / coop_m) x k_splits`; `B` |
 /// | `LinearBackwardInput` | `linear_backward_input` | dy, params, h, dx | `LinearParams` | `in / 32 x B / 8` |
-/// | `OutputLayer` (training) + the `LinearBackwardInput` that reads its dh, `FusedTiles::merges_backward` | `output_backward` | as `output_wide`; then the backward's params, h, dx | `OutputLayerParams`; the backward's `LinearParams` | `in / 32 x B / 8` |
 /// | `LinearUpdate` of one or two layers | `linear_update` | x, dy, params, grads, state (per layer), counters | `Update` | `T x T` tiles of its layers |
 /// | `LinearUpdate` of three layers | `linear_update (three layers)` | as `linear_update` | `Update` | as `linear_update` |
 /// | `LinearUpdate` with a layer that runs `linear_forward_tiled`, where the products take f16 inputs on an adapter with cooperative matrices | `linear_update_coop`, or of three layers `linear_update_coop (three layers)` | as `linear_update` | `Update` | `COOP_UPDATE_T x COOP_UPDATE_T` tiles of its layers |

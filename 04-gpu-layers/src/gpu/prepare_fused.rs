@@ -1,6 +1,5 @@
 //! The dispatches that span two ops or read byte images: `forward_output` (a `LinearForward` and
-//! the `OutputLayer` on top of it as one dispatch, plain, gathering or in the split step),
-//! `output_backward` (a training `OutputLayer` and the `LinearBackwardInput` below it), the
+//! the `OutputLayer` on top of it as one dispatch, plain, gathering or in the split step), the
 //! gathering `linear_forward`, and the split step's `linear_update`.
 
 use common::GpuContext;
@@ -9,87 +8,8 @@ use crate::gpu::dispatch::{ByteImages, Dispatch, StoreBuffers, check_groups};
 use crate::gpu::kernels::{KernelId, Kernels};
 use crate::gpu::prepare_linear::{forward_kernel, mask_counters, update_uniform};
 use crate::tape::{Op, TensorId};
-use crate::wgsl::{self, DropoutMask, ForwardOutputParams, GatherSlot, LinearParams, MASK_COUNTERS_BINDING, OutputLayerParams, Split, Update};
+use crate::wgsl::{DropoutMask, ForwardOutputParams, GatherSlot, LinearParams, MASK_COUNTERS_BINDING, Split, Update};
 use crate::{Activation, LayersError};
-
-/// The training `OutputLayer` `output` and the `LinearBackwardInput` `backward` that reads its
-/// `dh`, as ONE dispatch, `output_backward`: `output_wide`'s bindings 0-7 (h, params, labels,
-/// out, dh, counters, the batch, [`OutputLayerParams`]), then the layer below's params, h and dx
-/// at 8-10 and its [`LinearParams`] at 11. Grid: `linear_backward_input`'s, `in / BI_K x B / BI_R`.
-/// [`crate::GpuStore`] decides where it applies (`FusedTiles::merges_backward`).
-pub(crate) fn prepare_output_backward(
-    store: &StoreBuffers<'_>,
-    ctx: &GpuContext,
-    kernels: &Kernels,
-    output: &Op,
-    backward: &Op,
-) -> Result<Dispatch, LayersError> {
-    let (
-        Op::OutputLayer { h, params: out_params, labels, out, dh: Some((dh, hidden_act)), drop, loss, counters, mode },
-        Op::LinearBackwardInput { dy, params, h: h_below, act, dx, drop: below_drop },
-    ) = (output, backward)
-    else {
-        return Err(LayersError::Spec(format!(
-            "output_backward merges an output_layer with a dh and a linear_backward_input, not {} and {}",
-            output.kernel_name(),
-            backward.kernel_name()
-        )));
-    };
-    if dy != dh {
-        return Err(LayersError::Spec("output_backward: the backward must read the output layer's dh".into()));
-    }
-    let buf = |t: TensorId| &store.buffers[t.0];
-    let id = KernelId::OutputBackward;
-    let name = id.name();
-    let output_uniform = store.manager.uniform(
-        ctx,
-        name,
-        &OutputLayerParams {
-            inputs: h.cols as u32,
-            classes: out.cols as u32,
-            mode: *mode as u32,
-            hidden_act: Activation::code(Some(*hidden_act)),
-            rows_per_group: wgsl::BACKWARD_INPUT_R,
-            sums: 0,
-            below_inputs: 0,
-            below_act: 0,
-            drop: DropoutMask::new(*drop),
-            loss: wgsl::loss_code(*loss),
-            _pad: [0; 3],
-        },
-    );
-    let below_uniform = store.manager.uniform(
-        ctx,
-        name,
-        &LinearParams {
-            inputs: dx.cols as u32,
-            outputs: dy.cols as u32,
-            act: Activation::code(Some(*act)),
-            k_split: 0,
-            drop: DropoutMask::new(*below_drop),
-        },
-    );
-    let gx = dx.cols.div_ceil(wgsl::BACKWARD_INPUT_K as usize);
-    let gy = store.rows(dx).div_ceil(wgsl::BACKWARD_INPUT_R as usize);
-    check_groups(ctx, name, gx.max(gy))?;
-    let pipeline = kernels.pipeline(ctx, id)?;
-    let bound = [
-        (0, buf(h.tensor)),
-        (1, buf(*out_params)),
-        (2, buf(*labels)),
-        (3, buf(out.tensor)),
-        (4, buf(dh.tensor)),
-        (5, buf(*counters)),
-        (6, store.batch_uniform),
-        (7, &output_uniform),
-        (8, buf(*params)),
-        (9, buf(h_below.tensor)),
-        (10, buf(dx.tensor)),
-        (11, &below_uniform),
-    ];
-    let bind_group = store.manager.bind_group_at(ctx, name, &pipeline, &bound)?;
-    Ok(Dispatch::Kernel { pipeline, bind_group, groups: (gx as u32, gy as u32, 1), opt_uniform: None })
-}
 
 
 /// The gathering form of a first layer's `LinearForward` (see `ByteImages`): the same grid and

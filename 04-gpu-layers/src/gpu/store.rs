@@ -17,7 +17,7 @@ use crate::gpu::dispatch::{ByteImages, Dispatch, StoreBuffers};
 use crate::gpu::kernels::{KernelId, Kernels};
 use crate::gpu::plan::{KERNEL_FORWARD_SPLIT_COOP, Planned, coop_update, plan_ops};
 use crate::gpu::prepare::prepare;
-use crate::gpu::prepare_fused::{MergedInput, prepare_forward_output, prepare_gathered, prepare_output_backward, prepare_split_update};
+use crate::gpu::prepare_fused::{MergedInput, prepare_forward_output, prepare_gathered, prepare_split_update};
 use crate::gpu::prepare_linear::{BelowSums, prepare_forward_split, prepare_output_wide};
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, Opt};
@@ -156,7 +156,6 @@ impl GpuStore {
                         prepare_forward_output(&self.buffers_for_prepare(), ctx, kernels, &ops[i], &ops[i + 1], input)?
                     }
                     (Planned::Merged(i), _) => prepare_forward_output(&self.buffers_for_prepare(), ctx, kernels, &ops[i], &ops[i + 1], MergedInput::Tensor)?,
-                    (Planned::OutputBackward(i), _) => prepare_output_backward(&self.buffers_for_prepare(), ctx, kernels, &ops[i], &ops[i + 1])?,
                     (Planned::SplitForward(i), _) => prepare_forward_split(&self.buffers_for_prepare(), ctx, kernels, &ops[i], &partials[&i])?,
                     (Planned::SumsOutput(i), _) => {
                         let below = BelowSums { forward: &ops[i - 1], partials: &partials[&(i - 1)] };
