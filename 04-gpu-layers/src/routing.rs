@@ -435,12 +435,14 @@ mod tests {
         let two = [(784, 512), (512, 256), (256, 10)];
         assert_eq!(FusedTiles::for_network(64, &mnist), FusedTiles::DEFAULT);
         assert_eq!(FusedTiles::for_network(64, &[(784, 256), (256, 10)]), FusedTiles::DEFAULT);
-        // Batches of up to 64 rows split the forwards' k loops 32 ways; bigger ones 16.
+        // Two hidden layers in batches of up to 64 rows split the forwards' k loops 32 ways;
+        // bigger batches, and one hidden layer, 16.
         let small = FusedTiles::for_network(64, &two);
         assert_eq!(small, FusedTiles { forward_tr: 4, output_wg: 512, forward_ks: 32, ..FusedTiles::DEFAULT });
         assert_eq!(FusedTiles::for_network(17, &two), small);
         let big = FusedTiles::for_network(128, &two);
         assert_eq!(big, FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
+        assert_eq!(FusedTiles::for_network(64, &[(784, 512), (512, 10)]), big);
         assert_eq!(FusedTiles::for_network(256, &mnist), FusedTiles::for_batch(256));
         // 784-1024-10 at batch 256: the tiled forward, split over k.
         let wide = FusedTiles::for_network(256, &[(784, 1024), (1024, 10)]);

@@ -188,6 +188,22 @@ fn cpu_fused_matches_composed(spec: &NetworkSpec, fused: &mut CpuTrainer, compos
     }
 }
 
+/// The tiles of a network with a 512-wide layer and two hidden layers in small batches
+/// (`FusedTiles::for_network`: 4 rows per workgroup, the forwards' k loops in 32 slices, 1,024
+/// invocations): both devices step by step, the last batch short. (With SGD: after three Adam
+/// steps the short step's gradients of a 512-wide layer land a few parts in 10^4 apart, just
+/// past the tolerance, with these tiles and with the default ones alike.)
+#[test]
+fn a_wide_deep_network_with_its_own_tiles_gpu_equals_cpu() {
+    let ctx = test_context();
+    let spec = NetworkSpec::parse("13-512-relu-dropout0.2-17-relu-5", Loss::CrossEntropy).unwrap();
+    let tiles = FusedTiles::for_network(17, &spec.layer_shapes());
+    assert_eq!((tiles.forward_ks, tiles.forward_tr), (32, 4));
+    let opt = Optimizer::sgd(0.1, 0.9);
+    let g = GpuTrainer::with_options(ctx, &Kernels::with_tiles(tiles), &spec, opt, 17, 7, Fusion::Fused).unwrap();
+    gpu_trainer_matches_cpu(ctx, g, &spec, opt, "for_network tiles");
+}
+
 /// GELU beside the fused kernels (the linear kernel writes the pre-activation, an elementwise op
 /// the GELU; a dropout after it composed): first, middle and only hidden layer, with and without
 /// dropout, both losses, odd widths; both devices step by step (the last batch short), and the
