@@ -159,6 +159,19 @@ impl FusedTiles {
         t
     }
 
+    /// These tiles with `linear_forward`'s k slices (`KS`) halved until its partial sums
+    /// (`KS x TR x TN` floats) and the input rows its gathering form stages (`x_shared` floats,
+    /// [`DeviceFit::forward_x_shared`]) fit `storage` bytes of workgroup memory. Like
+    /// [`FusedTiles::fitted`], only sizes inside a workgroup change.
+    pub fn forward_memory_fitted(self, storage: u32, x_shared: u32) -> FusedTiles {
+        let mut t = self;
+        let bytes = |t: &FusedTiles| 4 * (t.forward_ks * t.forward_tr * t.forward_tn + x_shared);
+        while bytes(&t) > storage && t.forward_ks > 1 {
+            t.forward_ks /= 2;
+        }
+        t
+    }
+
     /// The tiles the split kernels are built with on a device with `limits`: [`FusedTiles::fitted`],
     /// with `split_step_batch_slices` halved until the split update fits the device's workgroup memory (8
     /// slices take 44 KiB, which the H200's 48 KiB allow and lavapipe's 32 KiB do not: there it
@@ -515,6 +528,23 @@ mod tests {
         // 8 x 8 blocks in tiles of 64 with 4 slices would take 64 KiB: more than any device here.
         let big = FusedTiles { update_block: 8, update_t: 64, ..FusedTiles::DEFAULT };
         assert_eq!(big.update_needs().workgroup_bytes, 65536);
+    }
+
+    #[test]
+    fn the_forward_fits_a_device_with_many_invocations_and_little_workgroup_memory() {
+        // The deep network's tiles (32 slices, 4 rows: 16 KiB of partial sums) on devices that
+        // allow 1,024 invocations but 16 or 28 KiB of workgroup memory, and on lavapipe (32 KiB).
+        let tiles = FusedTiles::for_network(64, &[(784, 512), (512, 256), (256, 10)]);
+        for (storage, ks) in [(16384, 16), (28672, 16), (32768, 32)] {
+            let limits = wgpu::Limits { max_compute_invocations_per_workgroup: 1024, max_compute_workgroup_storage_size: storage, ..lavapipe_limits() };
+            let fit = DeviceFit::for_limits(&limits);
+            let t = tiles.fitted(1024).forward_memory_fitted(storage, fit.forward_x_shared);
+            assert_eq!(t.forward_ks, ks, "{storage} bytes");
+            for id in [KernelId::LinearForward, KernelId::LinearForwardGather] {
+                let n = needs(&compile(id.name(), &id.source(&t, fit)));
+                assert!(n.workgroup_bytes <= storage, "{} with {storage} bytes: {n:?}", id.name());
+            }
+        }
     }
 
     #[test]

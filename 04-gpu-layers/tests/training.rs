@@ -711,6 +711,10 @@ fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
     // with its prologue); without the split, the usual k loop.
     gathered_steps_match_cpu(test_context(), kernels());
     gathered_steps_match_cpu(test_context(), &Kernels::with_tiles(FusedTiles { split: false, ..FusedTiles::DEFAULT }));
+    // The gathering linear_forward on its own (not merged), with the tiles of a deep network: 4
+    // rows per workgroup, the k loop in 32 slices (1,024 invocations).
+    let deep = FusedTiles { merge: false, split: false, forward_tr: 4, forward_ks: 32, ..FusedTiles::DEFAULT };
+    gathered_steps_match_cpu(test_context(), &Kernels::with_tiles(deep));
     // The same within WebGPU's default limits (the browser's kernels: fewer invocations, less
     // workgroup memory for the staged rows).
     let (ctx, kernels) = webgpu_defaults();

@@ -491,7 +491,10 @@ impl Kernels {
             gpu_matmul::coop_support(ctx).map_err(|why| GpuError::Validation(format!("{}: {why}", id.name())))?;
         }
         let fit = DeviceFit::for_limits(&ctx.limits);
-        let mut tiles = self.tiles.fitted(ctx.limits.max_compute_invocations_per_workgroup);
+        let mut tiles = self
+            .tiles
+            .fitted(ctx.limits.max_compute_invocations_per_workgroup)
+            .forward_memory_fitted(ctx.limits.max_compute_workgroup_storage_size, fit.forward_x_shared);
         if id.is_split() {
             tiles = self.tiles.split_fitted(&ctx.limits).ok_or_else(|| GpuError::Validation(format!("{}: the device is too small", id.name())))?;
         }
