@@ -71,26 +71,28 @@ fn shape_of(layer: u32) -> LayerShape {
     return u.a;
 }
 
-// WGSL cannot pass a buffer to a function, so the layers' buffers are picked here. `layer` is
-// the same for the whole workgroup, so these branches never diverge.
-fn load_x(layer: u32, i: u32) -> f32 {
+// WGSL cannot pass a buffer to a function, so the layers' buffers are picked here, four
+// values under one branch: `layer` is the same for the whole workgroup, so these branches never
+// diverge, but the driver waits for a branch's loads where the branches join, so a load per
+// branch is a memory round trip per value (linear_update.wgsl loads a whole round under one).
+fn load_x4(layer: u32, i: vec4<u32>) -> vec4<f32> {
     if UPD_LAYERS == 3u && layer == 2u {
-        return x_c[i];
+        return vec4<f32>(x_c[i.x], x_c[i.y], x_c[i.z], x_c[i.w]);
     }
     if UPD_LAYERS >= 2u && layer == 1u {
-        return x_b[i];
+        return vec4<f32>(x_b[i.x], x_b[i.y], x_b[i.z], x_b[i.w]);
     }
-    return x_a[i];
+    return vec4<f32>(x_a[i.x], x_a[i.y], x_a[i.z], x_a[i.w]);
 }
 
-fn load_dy(layer: u32, i: u32) -> f32 {
+fn load_dy4(layer: u32, i: vec4<u32>) -> vec4<f32> {
     if UPD_LAYERS == 3u && layer == 2u {
-        return dy_c[i];
+        return vec4<f32>(dy_c[i.x], dy_c[i.y], dy_c[i.z], dy_c[i.w]);
     }
     if UPD_LAYERS >= 2u && layer == 1u {
-        return dy_b[i];
+        return vec4<f32>(dy_b[i.x], dy_b[i.y], dy_b[i.z], dy_b[i.w]);
     }
-    return dy_a[i];
+    return vec4<f32>(dy_a[i.x], dy_a[i.y], dy_a[i.z], dy_a[i.w]);
 }
 
 // Element i of the layer's parameters and its optimizer state (Adam's second moment at
@@ -150,31 +152,40 @@ fn store_moved(layer: u32, i: u32, count: u32, g: f32, moved: Moved) {
 // Four consecutive values of the augmented input row `row` ([x | 1]: column `inputs` is the
 // constant 1 that multiplies the bias), from column k; 0 past the batch and past the input.
 // There is no branch around each load: every load is issued, at an index clamped into the
-// tensor, and `select` zeroes what lies outside, so the compiler can issue a round's loads back
-// to back. (Written as `if k + e < inputs { load }`, the H200's driver compiled each load into
-// a block of its own, with branches between them; this form took the update from 4.79 to 4.56
-// us alone at batch 64, and from 35.77 to 33.80 at 784-1024, batch 256: README.)
+// tensor (x_quad_index), and `select` zeroes what lies outside (x_quad_value), so the compiler
+// can issue a round's loads back to back. (Written as `if k + e < inputs { load }`, the H200's
+// driver compiled each load into a block of its own, with branches between them; this form
+// took the update from 4.79 to 4.56 us alone at batch 64, and from 35.77 to 33.80 at 784-1024,
+// batch 256: README.)
 // ANCHOR: x_quad
-fn x_quad(layer: u32, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
+fn x_quad_index(shape: LayerShape, row: u32, k: u32) -> vec4<u32> {
     let r = min(row, max(batch.rows, 1u) - 1u);
-    var v: vec4<f32>;
-    for (var e = 0u; e < 4u; e++) {
-        let kk = k + e;
-        let value = load_x(layer, r * shape.inputs + min(kk, shape.inputs - 1u));
-        v[e] = select(select(0.0, 1.0, kk == shape.inputs), value, kk < shape.inputs);
-    }
+    return r * shape.inputs + min(vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(shape.inputs - 1u));
+}
+
+fn x_quad_value(shape: LayerShape, row: u32, k: u32, loaded: vec4<f32>) -> vec4<f32> {
+    let kk = vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u);
+    let v = select(select(vec4<f32>(0.0), vec4<f32>(1.0), kk == vec4<u32>(shape.inputs)), loaded, kk < vec4<u32>(shape.inputs));
     return select(vec4<f32>(0.0), v, row < batch.rows);
+}
+
+fn x_quad(layer: u32, shape: LayerShape, row: u32, k: u32) -> vec4<f32> {
+    return x_quad_value(shape, row, k, load_x4(layer, x_quad_index(shape, row, k)));
 }
 // ANCHOR_END: x_quad
 
 // Four consecutive values of dy's row `row` from column j; 0 past the batch and the outputs
 // (branch-free, as x_quad).
-fn dy_quad(layer: u32, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
+fn dy_quad_index(shape: LayerShape, row: u32, j: u32) -> vec4<u32> {
     let r = min(row, max(batch.rows, 1u) - 1u);
-    var v: vec4<f32>;
-    for (var e = 0u; e < 4u; e++) {
-        let value = load_dy(layer, r * shape.outputs + min(j + e, shape.outputs - 1u));
-        v[e] = select(0.0, value, j + e < shape.outputs);
-    }
+    return r * shape.outputs + min(vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(shape.outputs - 1u));
+}
+
+fn dy_quad_value(shape: LayerShape, row: u32, j: u32, loaded: vec4<f32>) -> vec4<f32> {
+    let v = select(vec4<f32>(0.0), loaded, vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(shape.outputs));
     return select(vec4<f32>(0.0), v, row < batch.rows);
+}
+
+fn dy_quad(layer: u32, shape: LayerShape, row: u32, j: u32) -> vec4<f32> {
+    return dy_quad_value(shape, row, j, load_dy4(layer, dy_quad_index(shape, row, j)));
 }
