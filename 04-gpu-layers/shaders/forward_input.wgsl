@@ -18,15 +18,6 @@ fn input(start: u32, k: u32) -> f32 {
     return x[start + k];
 }
 
-// input_block's fast path (forward_input_block.wgsl), always taken here: the rows are x's own.
-fn input_direct() -> bool {
-    return true;
-}
-
-fn input_value(start: u32, k: u32) -> f32 {
-    return x[start + k];
-}
-
 // The label of batch row `row` (forward_output.wgsl).
 fn row_label(row: u32) -> u32 {
     return labels[row];

@@ -85,12 +85,3 @@ fn input(start: u32, k: u32) -> f32 {
     let b = start + k;
     return pixel_value(images[b / 4u], b % 4u);
 }
-
-// input_block's fast path (forward_input_block.wgsl), taken when the rows are staged.
-fn input_direct() -> bool {
-    return staged;
-}
-
-fn input_value(start: u32, k: u32) -> f32 {
-    return xs[start + k];
-}

@@ -28,12 +28,15 @@ fn hidden_slices(row0: u32, li: u32, lid: vec3<u32>, k_len: u32, n: u32) -> u32 
         }
         // U x CB weights and U x TR inputs in flight before the first multiply.
         var w: array<f32, U * CB>;
+        var a: array<f32, U * TR>;
         for (var u = 0u; u < U; u++) {
             for (var j = 0u; j < CB; j++) {
                 w[u * CB + j] = params[(k + u * KS) * n + wc[j]];
             }
+            for (var r = 0u; r < TR; r++) {
+                a[u * TR + r] = input(xr[r], k + u * KS);
+            }
         }
-        let a = input_block(xr, k);
         for (var u = 0u; u < U; u++) {
             for (var j = 0u; j < CB; j++) {
                 for (var r = 0u; r < TR; r++) {

@@ -89,15 +89,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         workgroupBarrier();
-        // The next chunk's copies, in flight during this chunk's multiply-adds (after the last
-        // chunk, the last again, never stored: under an `if`, the driver waited for them at
-        // the end of the branch, before the multiply-adds).
-        let j0 = min(t + 1u, chunks - 1u) * BI_J;
-        for (var l = 0u; l < W_LOADS; l++) {
-            w_next[l] = load_w(tid, l, k0, j0);
-        }
-        for (var l = 0u; l < DY_LOADS; l++) {
-            dy_next[l] = load_dy(tid, l, r0, j0);
+        // The next chunk's copies, in flight during this chunk's multiply-adds.
+        if t + 1u < chunks {
+            let j0 = (t + 1u) * BI_J;
+            for (var l = 0u; l < W_LOADS; l++) {
+                w_next[l] = load_w(tid, l, k0, j0);
+            }
+            for (var l = 0u; l < DY_LOADS; l++) {
+                dy_next[l] = load_dy(tid, l, r0, j0);
+            }
         }
         // dy[rr][jj] is the same for the whole subgroup (a broadcast); wt along kk is conflict-free.
         for (var jj = 0u; jj < BI_J; jj++) {

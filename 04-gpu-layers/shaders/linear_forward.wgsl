@@ -62,10 +62,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             // U weights and U x TR inputs in flight before the first multiply.
             var w: array<f32, U>;
+            var a: array<f32, U * TR>;
             for (var u = 0u; u < U; u++) {
                 w[u] = params[(k + u * KS) * n + col];
+                for (var r = 0u; r < TR; r++) {
+                    a[u * TR + r] = input(xr[r], k + u * KS);
+                }
             }
-            let a = input_block(xr, k);
             for (var u = 0u; u < U; u++) {
                 for (var r = 0u; r < TR; r++) {
                     acc[r] += a[u * TR + r] * w[u];

@@ -342,10 +342,6 @@ impl KernelId {
             }
             _ => {}
         }
-        let k_loops = [KernelId::LinearForward, KernelId::LinearForwardGather, KernelId::ForwardOutput, KernelId::ForwardOutputGather];
-        if k_loops.contains(&self) {
-            files.push(("shaders/forward_input_block.wgsl", include_str!("../../shaders/forward_input_block.wgsl")));
-        }
         if self.is_update() {
             files.push(("shaders/linear_update_rows.wgsl", include_str!("../../shaders/linear_update_rows.wgsl")));
         }
