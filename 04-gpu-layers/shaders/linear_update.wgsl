@@ -26,8 +26,8 @@
 // 11 for two layers, 16 for three (else linear_update_b_unbound.wgsl and
 // linear_update_c_unbound.wgsl: one layer per dispatch, or two). In the split step,
 // linear_update_next.wgsl adds a last phase: the next step's partial sums of x W1 for this
-// tile (else linear_update_next_none.wgsl: nothing). The uniform, the bindings and the loads of
-// the rows are in linear_update_rows.wgsl.
+// tile (else linear_update_next_none.wgsl: nothing). The uniform, the bindings and the indices
+// and masks of the rows' quads are in linear_update_rows.wgsl.
 
 // T (the tile side the host divides by), UPD_B (an invocation's block side: 4 or 8), UPDATE_BATCH_SLICES
 // (batch slices), UPD_R (rows per round) and UPD_PRE come from the prelude (src/tiles.rs,
