@@ -101,9 +101,9 @@ fn step(layer: u32, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32)
 
 // An invocation's quads of a round, x's at the indices xi and dy's at di (x_quad_index,
 // dy_quad_index): x's in the first QPI, dy's after. All 8 QPI loads sit under ONE branch on the
-// layer, so they are in flight together. (With a branch around each load, as x_quad has, the
-// driver waited for each load before the next: on an H100 the three-layer update of
-// 784-512-256-10 at batch 64 took 12.2-12.5 us alone, 9.9 with one branch per round and per
+// layer, so they are in flight together. (With a branch around each load, the loads went one
+// memory trip after another, as if each branch waited for its own: on an H100 the update of
+// 784-512-256-10 at batch 64 took 11.5-12.5 us alone, 9.9 with one branch per round and per
 // parameter load; results/h100-update-branches/.)
 fn load_round(layer: u32, xi: array<vec4<u32>, QPI>, di: array<vec4<u32>, QPI>) -> array<vec4<f32>, 2u * QPI> {
     var q: array<vec4<f32>, 2u * QPI>;

@@ -73,8 +73,8 @@ fn shape_of(layer: u32) -> LayerShape {
 
 // WGSL cannot pass a buffer to a function, so the layers' buffers are picked here, four
 // values under one branch: `layer` is the same for the whole workgroup, so these branches never
-// diverge, but the driver waits for a branch's loads where the branches join, so a load per
-// branch is a memory round trip per value (linear_update.wgsl loads a whole round under one).
+// diverge, yet loads each under a branch of their own took a memory round trip each, one after
+// another (linear_update.wgsl loads a whole round under one branch: load_round).
 fn load_x4(layer: u32, i: vec4<u32>) -> vec4<f32> {
     if UPD_LAYERS == 3u && layer == 2u {
         return vec4<f32>(x_c[i.x], x_c[i.y], x_c[i.z], x_c[i.w]);
