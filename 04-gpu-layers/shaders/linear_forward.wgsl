@@ -32,6 +32,7 @@
 @group(0) @binding(14) var<storage, read> counters: array<u32>;
 
 var<workgroup> partial: array<f32, KS * TR * TN>; // [KS][TR][TN]
+const TRQ: u32 = (TR + 3u) / 4u; // rows in quads of 4 (forward_transposed.wgsl)
 
 @compute @workgroup_size(TN, KS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -47,14 +48,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let last = batch.rows - 1u;
     // The gathering form stages the workgroup's input rows in workgroup memory first (and the
     // first column of workgroups keeps them for the rest of the step); a no-op otherwise.
+    // The plain form stages them transposed (forward_transposed.wgsl).
     stage_input(row0, k_len, wid.x == 0u, lid.y * TN + lid.x);
+    let staged = stage_transposed(row0, k_len, lid.y * TN + lid.x);
     workgroupBarrier();
     var xr: array<u32, TR>;
     for (var r = 0u; r < TR; r++) {
         xr[r] = input_start(r, min(row0 + r, last), k_len);
     }
     var acc: array<f32, TR>;
-    if col < n {
+    if col < n && staged {
+        let sums = transposed_k_loop(lid.y, k_len, n, col);
+        for (var r = 0u; r < TR; r++) {
+            acc[r] = sums[r / 4u][r % 4u];
+        }
+    } else if col < n {
         var k = lid.y;
         loop {
             if k + (U - 1u) * KS >= k_len {

@@ -70,7 +70,7 @@ fn run(args: &Args) -> Result<(), AnyError> {
 }
 
 /// `--compiled`: what the driver made of each kernel (`common::compiled`): the default tiles,
-/// those of big batches, then each variant of `--sweep`, a kernel shown again only where its
+/// those of big batches and of 784-512-256-10 at batch 64, then each variant of `--sweep`, a kernel shown again only where its
 /// source differs from the default's.
 fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Result<(), AnyError> {
     use gpu_layers::{FusedTiles, KernelId, DeviceFit};
@@ -78,7 +78,12 @@ fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Resu
         return Err(format!("--compiled reads Vulkan's pipeline statistics; {} is not a Vulkan adapter", ctx.adapter_line()).into());
     }
     let fit = DeviceFit::for_limits(&ctx.limits);
-    let mut sets = vec![("default".to_string(), FusedTiles::DEFAULT), ("big batches".to_string(), FusedTiles::for_batch(256))];
+    let deep = FusedTiles::for_network(64, &[(784, 512), (512, 256), (256, 10)]);
+    let mut sets = vec![
+        ("default".to_string(), FusedTiles::DEFAULT),
+        ("big batches".to_string(), FusedTiles::for_batch(256)),
+        ("784-512-256-10".to_string(), deep),
+    ];
     sets.extend(gpu_layers::sweep_variants().into_iter().filter(|(what, _)| what != "default"));
     let defaults: Vec<String> = KernelId::ALL.iter().map(|id| id.source(&FusedTiles::DEFAULT, fit)).collect();
     let mut sources = Vec::new();

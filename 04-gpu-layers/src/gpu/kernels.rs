@@ -342,6 +342,13 @@ impl KernelId {
             }
             _ => {}
         }
+        match self {
+            KernelId::LinearForward => files.push(("shaders/forward_transposed.wgsl", include_str!("../../shaders/forward_transposed.wgsl"))),
+            KernelId::LinearForwardGather => {
+                files.push(("shaders/forward_transposed_none.wgsl", include_str!("../../shaders/forward_transposed_none.wgsl")))
+            }
+            _ => {}
+        }
         if self.is_update() {
             files.push(("shaders/linear_update_rows.wgsl", include_str!("../../shaders/linear_update_rows.wgsl")));
         }
