@@ -424,7 +424,9 @@ fn linear_forward_case(inputs: usize, outputs: usize, act: Option<Activation>) -
 #[test]
 fn linear_forward_fused() {
     for (mb, b) in BATCHES {
-        for (i, o) in [(1, 1), (17, 63), (65, 17), (257, 129), (784, 33)] {
+        // 1,100 inputs are more than the plain form stages (forward_transposed.wgsl): its
+        // loop over the rows where they lie.
+        for (i, o) in [(1, 1), (17, 63), (65, 17), (257, 129), (784, 33), (1100, 17)] {
             for act in [None, Some(Activation::Relu), Some(Activation::Tanh)] {
                 let (c, op) = linear_forward_case(i, o, act);
                 c.check(&[op], mb, b, tol(i));
