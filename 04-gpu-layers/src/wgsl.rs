@@ -32,6 +32,9 @@ pub const WG: u32 = 256;
 pub const BACKWARD_INPUT_K: u32 = 32;
 pub const BACKWARD_INPUT_R: u32 = 8;
 pub const BACKWARD_INPUT_J: u32 = 64;
+/// `linear_backward_input`: slices of each chunk of j, summed at the end (four rows per
+/// invocation, so `K x R / 4 x SLICES` = 256 invocations).
+pub const BACKWARD_INPUT_SLICES: u32 = 4;
 /// `softmax_ce`: one workgroup of `ROW_WG` invocations per row.
 pub const ROW_WG: u32 = 64;
 /// `column_sum`: each workgroup sums `COLUMN_SUM_COLS` neighbouring columns (WGSL `COLS`).

@@ -255,7 +255,12 @@ impl KernelId {
                 c
             }
             KernelId::LinearBackwardInput => {
-                vec![("BI_K", wgsl::BACKWARD_INPUT_K), ("BI_R", wgsl::BACKWARD_INPUT_R), ("BI_J", wgsl::BACKWARD_INPUT_J)]
+                vec![
+                    ("BI_K", wgsl::BACKWARD_INPUT_K),
+                    ("BI_R", wgsl::BACKWARD_INPUT_R),
+                    ("BI_J", wgsl::BACKWARD_INPUT_J),
+                    ("BI_S", wgsl::BACKWARD_INPUT_SLICES),
+                ]
             }
             _ => vec![],
         }
