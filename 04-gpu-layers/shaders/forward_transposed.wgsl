@@ -37,6 +37,7 @@ fn stage_transposed(row0: u32, k_len: u32, li: u32) -> bool {
     return true;
 }
 
+// ANCHOR: transposed_k_loop
 // The slice's sums over k = k0, k0 + KS, .. of column `col`, rows 4q..4q+3 in element q: rounds
 // of U weights loaded before the first multiply (past k_len, the last weight again, times 0).
 fn transposed_k_loop(k0: u32, k_len: u32, n: u32, col: u32) -> array<vec4<f32>, TRQ> {
@@ -54,3 +55,4 @@ fn transposed_k_loop(k0: u32, k_len: u32, n: u32, col: u32) -> array<vec4<f32>, 
     }
     return acc;
 }
+// ANCHOR_END: transposed_k_loop

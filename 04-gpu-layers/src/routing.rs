@@ -448,13 +448,11 @@ mod tests {
         let two = [(784, 512), (512, 256), (256, 10)];
         assert_eq!(FusedTiles::for_network(64, &mnist), FusedTiles::DEFAULT);
         assert_eq!(FusedTiles::for_network(64, &[(784, 256), (256, 10)]), FusedTiles::DEFAULT);
-        // Two hidden layers in batches of up to 64 rows split the forwards' k loops 32 ways;
-        // bigger batches, and one hidden layer, 16.
-        let small = FusedTiles::for_network(64, &two);
-        assert_eq!(small, FusedTiles { forward_tr: 4, output_wg: 512, forward_ks: 32, ..FusedTiles::DEFAULT });
-        assert_eq!(FusedTiles::for_network(17, &two), small);
+        // Every batch, one hidden layer or two: 4 rows, 512 invocations of the output layer.
         let big = FusedTiles::for_network(128, &two);
         assert_eq!(big, FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
+        assert_eq!(FusedTiles::for_network(64, &two), big);
+        assert_eq!(FusedTiles::for_network(17, &two), big);
         assert_eq!(FusedTiles::for_network(64, &[(784, 512), (512, 10)]), big);
         assert_eq!(FusedTiles::for_network(256, &mnist), FusedTiles::for_batch(256));
         // 784-1024-10 at batch 256: the tiled forward, split over k.
@@ -532,9 +530,11 @@ mod tests {
 
     #[test]
     fn the_forward_fits_a_device_with_many_invocations_and_little_workgroup_memory() {
-        // The deep network's tiles (32 slices, 4 rows: 16 KiB of partial sums) on devices that
-        // allow 1,024 invocations but 16 or 28 KiB of workgroup memory, and on lavapipe (32 KiB).
-        let tiles = FusedTiles::for_network(64, &[(784, 512), (512, 256), (256, 10)]);
+        // The deep network's tiles with 32 slices (4 rows: 16 KiB of partial sums, `--sweep`'s
+        // `forward KS 32`) on devices that allow 1,024 invocations but 16 or 28 KiB of workgroup
+        // memory, and on lavapipe (32 KiB).
+        let deep = FusedTiles::for_network(64, &[(784, 512), (512, 256), (256, 10)]);
+        let tiles = FusedTiles { forward_ks: 32, ..deep };
         for (storage, ks) in [(16384, 16), (28672, 16), (32768, 32)] {
             let limits = wgpu::Limits { max_compute_invocations_per_workgroup: 1024, max_compute_workgroup_storage_size: storage, ..lavapipe_limits() };
             let fit = DeviceFit::for_limits(&limits);

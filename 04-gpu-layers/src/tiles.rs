@@ -175,8 +175,11 @@ impl FusedTiles {
     /// alone against 11.44 with 2, `output_layer` with 512 invocations 7.01 against 8.46; at
     /// 784-256-10 they were even (7.39 against 7.28; 5.26 against 5.42), and at 784-128-10 the
     /// merged `forward_output` uses neither.
-    /// With two hidden layers or more, in batches of up to 64 rows, such a network also splits
-    /// the forwards' k loops 32 ways ([`FusedTiles::BIG_ROWS_32_SLICES`]). A network with a layer
+    /// Networks of two hidden layers take the same 16 slices of the k loop: with its inputs
+    /// staged transposed, `linear_forward` holds 64 registers, so a workgroup of 32 slices (1,024
+    /// invocations) fills a multiprocessor alone. At 784-512-256-10, batch 64, on an H100
+    /// (`gpu-layers --sweep --hidden 512,256`, `results/h100-staged-rows/`): the first forward
+    /// 6.98 us alone with 16 slices against 9.27 with 32, the second 4.36 against 4.63. A network with a layer
     /// of at least `tiled_min` outputs at `max_batch` rows (a tiled forward) takes
     /// `FusedTiles::WIDE`.
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
@@ -184,19 +187,11 @@ impl FusedTiles {
         if shapes.iter().any(|&(_, outputs)| (max_batch * outputs) as u64 >= d.tiled_min as u64) {
             FusedTiles::WIDE
         } else if shapes.iter().any(|&(_, outputs)| outputs >= 512) {
-            if max_batch <= 64 && shapes.len() > 2 { FusedTiles::BIG_ROWS_32_SLICES } else { FusedTiles::BIG_ROWS }
+            FusedTiles::BIG_ROWS
         } else {
             FusedTiles::for_batch(max_batch)
         }
     }
-
-    /// [`FusedTiles::BIG_ROWS`] with the k loop of `linear_forward` in 32 slices (`KS`): 1,024
-    /// invocations per workgroup, each walking 25 values of k of the first layer and 16 of the
-    /// second's 512. At 784-512-256-10, batch 64, on an H100 (`gpu-layers --sweep --hidden
-    /// 512,256`, `results/h100-forward-slices/sweep-512-256.txt`): the second forward 5.06 us
-    /// alone against 5.79 with 16 slices, the first 9.32 against 9.37, the step 38.60 against
-    /// 40.08. 784-512-10's one forward gains nothing (9.20 against 9.30; `sweep-512.txt`).
-    const BIG_ROWS_32_SLICES: FusedTiles = FusedTiles { forward_ks: 32, ..FusedTiles::BIG_ROWS };
 
     /// [`FusedTiles::BIG_ROWS`] for a network with a layer that runs the tiled forward: its k
     /// loop split 2 ways, `output_wide` adding up the parts (at 784-1024-10, batch 256, on the

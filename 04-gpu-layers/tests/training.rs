@@ -189,7 +189,7 @@ fn cpu_fused_matches_composed(spec: &NetworkSpec, fused: &mut CpuTrainer, compos
 }
 
 /// The tiles of a network with a 512-wide layer and two hidden layers in small batches
-/// (`FusedTiles::for_network`: 4 rows per workgroup, the forwards' k loops in 32 slices, 1,024
+/// (`FusedTiles::for_network`: 4 rows per workgroup, the forwards' k loops in 16 slices, 512
 /// invocations): both devices step by step, the last batch short. (With SGD: Adam's step has a
 /// slope of lr / eps at a gradient near 0, so one step leaves the devices' parameters up to 1e-6
 /// apart and the fourth step's gradients of a 512-wide layer a few parts in 10^4, past the
@@ -712,8 +712,8 @@ fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
     // with its prologue); without the split, the usual k loop.
     gathered_steps_match_cpu(test_context(), kernels());
     gathered_steps_match_cpu(test_context(), &Kernels::with_tiles(FusedTiles { split: false, ..FusedTiles::DEFAULT }));
-    // The gathering linear_forward on its own (not merged), with the tiles of a deep network: 4
-    // rows per workgroup, the k loop in 32 slices (1,024 invocations).
+    // The gathering linear_forward on its own (not merged), with 4 rows per workgroup (a deep
+    // network's) and the k loop in 32 slices (1,024 invocations, `--sweep`'s `forward KS 32`).
     let deep = FusedTiles { merge: false, split: false, forward_tr: 4, forward_ks: 32, ..FusedTiles::DEFAULT };
     gathered_steps_match_cpu(test_context(), &Kernels::with_tiles(deep));
     // The same within WebGPU's default limits (the browser's kernels: fewer invocations, less
