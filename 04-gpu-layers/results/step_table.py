@@ -5,7 +5,8 @@ Every row of the table is one `tape` row of one `== speed:` block of a file list
 with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `fused dropout`:
 39fe4a4; `GELU beside fused`: 6117916, on an H100; `three-layer update`: 98d0de4, on an H100,
 its networks of two hidden layers only; `32 forward slices`: 4f2a631, the same; `update loads under one branch`: 22a89df, the
-same) and its matmul
+same; `inputs staged transposed`: 809350e's forward, the four-row backward and 16 forward slices,
+the same) and its matmul
 precision, and
 the GPU named by the block's adapter line. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
@@ -43,6 +44,7 @@ RUNS = [
     ("h100-update-triple/bench.txt", "three-layer update", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
     ("h100-forward-slices/bench.txt", "32 forward slices", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
     ("h100-update-branches/bench.txt", "update loads under one branch", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
+    ("h100-staged-rows/2-final/deep-k16-2.txt", "inputs staged transposed", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
 ]
 
 PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
