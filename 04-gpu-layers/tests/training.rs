@@ -199,7 +199,7 @@ fn a_wide_deep_network_with_its_own_tiles_gpu_equals_cpu() {
     let ctx = test_context();
     let spec = NetworkSpec::parse("13-512-relu-dropout0.2-17-relu-5", Loss::CrossEntropy).unwrap();
     let tiles = FusedTiles::for_network(17, &spec.layer_shapes());
-    assert_eq!((tiles.forward_ks, tiles.forward_tr), (32, 4));
+    assert_eq!((tiles.forward_ks, tiles.forward_tr), (16, 4));
     let opt = Optimizer::sgd(0.1, 0.9);
     let g = GpuTrainer::with_options(ctx, &Kernels::with_tiles(tiles), &spec, opt, 17, 7, Fusion::Fused).unwrap();
     gpu_trainer_matches_cpu(ctx, g, &spec, opt, "for_network tiles");
