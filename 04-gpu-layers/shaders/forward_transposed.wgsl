@@ -19,11 +19,12 @@ fn k_pad(k_len: u32) -> u32 {
 // Stages the rows (every invocation; `li` is this one's index) if they fit X_SHARED floats,
 // and returns whether it did. Rows past the batch repeat its last row.
 fn stage_transposed(row0: u32, k_len: u32, li: u32) -> bool {
-    if TRQ * k_pad(k_len) > X_SHARED / 4u {
+    let quads = TRQ * k_pad(k_len);
+    if quads > X_SHARED / 4u {
         return false;
     }
     let last = batch.rows - 1u;
-    for (var i = li; i < TRQ * k_pad(k_len); i += TN * KS) {
+    for (var i = li; i < quads; i += TN * KS) {
         let k = i / TRQ;
         let q = i % TRQ;
         var v = vec4<f32>(0.0);

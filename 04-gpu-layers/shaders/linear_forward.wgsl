@@ -50,14 +50,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     // first column of workgroups keeps them for the rest of the step); a no-op otherwise.
     // The plain form stages them transposed (forward_transposed.wgsl).
     stage_input(row0, k_len, wid.x == 0u, lid.y * TN + lid.x);
-    let staged = stage_transposed(row0, k_len, lid.y * TN + lid.x);
+    let transposed = stage_transposed(row0, k_len, lid.y * TN + lid.x);
     workgroupBarrier();
     var xr: array<u32, TR>;
     for (var r = 0u; r < TR; r++) {
         xr[r] = input_start(r, min(row0 + r, last), k_len);
     }
     var acc: array<f32, TR>;
-    if col < n && staged {
+    if col < n && transposed {
         let sums = transposed_k_loop(lid.y, k_len, n, col);
         for (var r = 0u; r < TR; r++) {
             acc[r] = sums[r / 4u][r % 4u];

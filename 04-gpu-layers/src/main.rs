@@ -70,8 +70,8 @@ fn run(args: &Args) -> Result<(), AnyError> {
 }
 
 /// `--compiled`: what the driver made of each kernel (`common::compiled`): the default tiles,
-/// those of big batches and of 784-512-256-10 at batch 64, then each variant of `--sweep`, a kernel shown again only where its
-/// source differs from the default's.
+/// those of big batches and of 784-512-256-10 at batch 64, then each variant of `--sweep`, a
+/// kernel shown again only where its source differs from the default's.
 fn compiled(ctx: &GpuContext, settings: &[common::compiled::Robustness]) -> Result<(), AnyError> {
     use gpu_layers::{FusedTiles, KernelId, DeviceFit};
     if ctx.info.backend != common::wgpu::Backend::Vulkan {

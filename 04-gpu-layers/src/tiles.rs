@@ -179,9 +179,9 @@ impl FusedTiles {
     /// staged transposed, `linear_forward` holds 64 registers, so a workgroup of 32 slices (1,024
     /// invocations) fills a multiprocessor alone. At 784-512-256-10, batch 64, on an H100
     /// (`gpu-layers --sweep --hidden 512,256`, `results/h100-staged-rows/`): the first forward
-    /// 6.98 us alone with 16 slices against 9.27 with 32, the second 4.36 against 4.63. A network with a layer
-    /// of at least `tiled_min` outputs at `max_batch` rows (a tiled forward) takes
-    /// `FusedTiles::WIDE`.
+    /// 6.98 us alone with 16 slices against 9.27 with 32, the second 4.36 against 4.63. A
+    /// network with a layer of at least `tiled_min` outputs at `max_batch` rows (a tiled
+    /// forward) takes `FusedTiles::WIDE`.
     pub fn for_network(max_batch: usize, shapes: &[(usize, usize)]) -> FusedTiles {
         let d = FusedTiles::DEFAULT;
         if shapes.iter().any(|&(_, outputs)| (max_batch * outputs) as u64 >= d.tiled_min as u64) {
