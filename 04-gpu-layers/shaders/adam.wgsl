@@ -17,8 +17,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if i >= o.count {
         return;
     }
-    let t = counters[COUNTER_STEP];
-    let moved = adam_step(o, t, params[i], grads[i], moments[i], moments[o.count + i]);
+    let moved = adam_step(o, adam_scale(o, counters[COUNTER_STEP]), params[i], grads[i], moments[i], moments[o.count + i]);
     params[i] = moved.param;
     moments[i] = moved.s0;
     moments[o.count + i] = moved.s1;

@@ -154,7 +154,9 @@ fn dropout_grad(g: f32, stored: f32, act: u32, d: DropoutMask, step: u32, index:
 // Optimizer hyperparameters (wgsl::Opt on the Rust side), `kind` OPT_SGD or OPT_ADAM. `count` is the number of parameters
 // the dispatch updates: the state buffer holds `count` velocities (SGD) or `count` first moments
 // followed by `count` second moments (Adam). `inputs`/`outputs` give the layer's shape for the
-// fused linear_update kernel (count = (inputs + 1) * outputs there).
+// fused linear_update kernel (count = (inputs + 1) * outputs there). `keep_grads` 1: the fused
+// updates also write each gradient to `grads`, for the host to read (GpuTrainer::keep_gradients);
+// 0: they use it and drop it (the optimizers of the composed tape always read it from there).
 struct Opt {
     count: u32,
     inputs: u32,
@@ -165,6 +167,10 @@ struct Opt {
     beta1: f32,
     beta2: f32,
     eps: f32,
+    keep_grads: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 // One parameter after one step, with its new state.
@@ -180,15 +186,28 @@ fn sgd_step(o: Opt, param: f32, grad: f32, velocity: f32) -> Moved {
     return Moved(param - o.lr * v, v, 0.0);
 }
 
-// Adam with bias correction. `t` is the step number (1 for the first step); it is counted on the
-// GPU (counters[COUNTER_STEP]), so a command buffer can hold many steps with no CPU work between.
-fn adam_step(o: Opt, t: u32, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
+// Adam's step size and epsilon at step `t` (1 for the first step) with its two bias corrections
+// folded in, the same for every parameter of a step, so each kernel computes them once:
+//   lr m_hat / (sqrt(v_hat) + eps) = lr_t m / (sqrt(v) + eps_t),
+//   m_hat = m / c1, v_hat = v / c2, c = 1 - beta^t, lr_t = lr sqrt(c2) / c1, eps_t = eps sqrt(c2).
+// `t` is counted on the GPU (counters[COUNTER_STEP]), so a command buffer can hold many steps
+// with no CPU work between.
+struct AdamScale {
+    lr: f32,
+    eps: f32,
+}
+
+fn adam_scale(o: Opt, t: u32) -> AdamScale {
+    let tf = f32(max(t, 1u));
+    let root_c2 = sqrt(1.0 - pow(o.beta2, tf));
+    return AdamScale(o.lr * root_c2 / (1.0 - pow(o.beta1, tf)), o.eps * root_c2);
+}
+
+// Adam with bias correction (`s`: adam_scale of this step).
+fn adam_step(o: Opt, s: AdamScale, param: f32, grad: f32, m0: f32, v0: f32) -> Moved {
     let m = o.beta1 * m0 + (1.0 - o.beta1) * grad;
     let v = o.beta2 * v0 + (1.0 - o.beta2) * grad * grad;
-    let tf = f32(max(t, 1u));
-    let m_hat = m / (1.0 - pow(o.beta1, tf));
-    let v_hat = v / (1.0 - pow(o.beta2, tf));
-    return Moved(param - o.lr * m_hat / (sqrt(v_hat) + o.eps), m, v);
+    return Moved(param - s.lr * m / (sqrt(v) + s.eps), m, v);
 }
 
 // The counters buffer (see metrics in softmax_row.wgsl), indexed by the COUNTER_* constants:

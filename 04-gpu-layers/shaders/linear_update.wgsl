@@ -4,7 +4,8 @@
 // For each layer: x: [batch, in] (its input), dy: [batch, out] (dL/d its pre-activation) ->
 // grads: [(in + 1), out] = [x | 1]^T dy, i.e. dW = x^T dy and db = the column sums of dy (the
 // bias is the weight of a constant-1 input: the last row of params); then params and the
-// optimizer state move by SGD or Adam (common.wgsl). The gradient is also written to `grads`.
+// optimizer state move by SGD or Adam (common.wgsl). The gradient is also written to `grads`
+// where the host keeps gradients (`u.opt.keep_grads`).
 //
 // Each workgroup owns a T x T tile of one layer's parameters (workgroups 0..b.first_group are
 // layer a's tiles, then layer b's up to c.first_group, the rest layer c's). The batch is the reduction dimension. Its rows are
@@ -80,12 +81,12 @@ fn load_params(layer: u32, shape: LayerShape, k0: u32, j0: u32, li: u32) -> arra
     return p;
 }
 
-// One parameter: record its gradient and move it (and its optimizer state). `t` is Adam's step
-// count (counters[COUNTER_STEP]), read once at the start of the kernel: read here, the H200's
-// driver loaded it again for each parameter after the previous one's stores, one memory round
-// trip after another.
+// One parameter: move it (and its optimizer state), and keep its gradient where asked. `adam` is
+// this step's adam_scale, from the step count read once at the start of the kernel (read here,
+// the H200's driver loaded it again for each parameter after the previous one's stores, one
+// memory round trip after another).
 // Returns the parameter's new value.
-fn step(layer: u32, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32) -> f32 {
+fn step(layer: u32, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, adam: AdamScale) -> f32 {
     if k > shape.inputs || j >= shape.outputs {
         return p.value;
     }
@@ -93,7 +94,7 @@ fn step(layer: u32, shape: LayerShape, k: u32, j: u32, p: Param, g: f32, t: u32)
     if u.opt.kind == OPT_SGD {
         moved = sgd_step(u.opt, p.value, g, p.s0);
     } else {
-        moved = adam_step(u.opt, t, p.value, g, p.s0, p.s1);
+        moved = adam_step(u.opt, adam, p.value, g, p.s0, p.s1);
     }
     store_moved(layer, k * shape.outputs + j, (shape.inputs + 1u) * shape.outputs, g, moved);
     return moved.param;
@@ -214,6 +215,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if UPD_PRE == 0u {
         pre = load_params(layer, shape, k0, j0, li);
     }
+    let adam = adam_scale(u.opt, adam_t);
     var moved: array<f32, PER_THREAD>; // element e = li + m * THREADS of the tile, after the step
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = li + m * THREADS;
@@ -225,7 +227,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         moved[m] = pre[m].value;
         if !partials_only {
-            moved[m] = step(layer, shape, k0 + kk, j0 + jj, pre[m], g, adam_t);
+            moved[m] = step(layer, shape, k0 + kk, j0 + jj, pre[m], g, adam);
         }
     }
     next_partials(layer, shape, k0, j0, li, moved);

@@ -178,6 +178,7 @@ fn main(
     // all loaded before any of their stores, then the two slices' sums, the step, the stores.
     let count = (shape.inputs + 1u) * shape.outputs;
     let adam = u.opt.kind == OPT_ADAM;
+    let scale = adam_scale(u.opt, adam_t);
     for (var m0 = 0u; m0 < PER_THREAD; m0 += UC_CHUNK) {
         var p0: array<f32, UC_CHUNK>;
         var p1: array<f32, UC_CHUNK>;
@@ -198,7 +199,7 @@ fn main(
             }
             var moved: Moved;
             if adam {
-                moved = adam_step(u.opt, adam_t, p0[c], g, p1[c], p2[c]);
+                moved = adam_step(u.opt, scale, p0[c], g, p1[c], p2[c]);
             } else {
                 moved = sgd_step(u.opt, p0[c], g, p1[c]);
             }

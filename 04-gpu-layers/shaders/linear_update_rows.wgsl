@@ -125,22 +125,29 @@ fn load_moved(layer: u32, i: u32, count: u32) -> Moved {
 // Element i's gradient `g`, and the parameter and its state after the optimizer's step.
 fn store_moved(layer: u32, i: u32, count: u32, g: f32, moved: Moved) {
     let adam = u.opt.kind == OPT_ADAM;
+    let keep = u.opt.keep_grads == 1u;
     if UPD_LAYERS == 3u && layer == 2u {
-        grads_c[i] = g;
+        if keep {
+            grads_c[i] = g;
+        }
         params_c[i] = moved.param;
         state_c[i] = moved.s0;
         if adam {
             state_c[count + i] = moved.s1;
         }
     } else if UPD_LAYERS >= 2u && layer == 1u {
-        grads_b[i] = g;
+        if keep {
+            grads_b[i] = g;
+        }
         params_b[i] = moved.param;
         state_b[i] = moved.s0;
         if adam {
             state_b[count + i] = moved.s1;
         }
     } else {
-        grads_a[i] = g;
+        if keep {
+            grads_a[i] = g;
+        }
         params_a[i] = moved.param;
         state_a[i] = moved.s0;
         if adam {

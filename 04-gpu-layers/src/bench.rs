@@ -93,9 +93,11 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         // move a parameter either way) and, but for Adam, its parameters.
         let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
         gpu.write_batch(ctx, &x, &labels)?;
+        gpu.keep_gradients(ctx, true)?;
         gpu.train_steps(ctx, 1)?;
         cpu.train_step(&x, &labels)?;
         let (g, c) = (gpu.gradients(ctx)?.concat_data(), cpu.gradients().concat_data());
+        gpu.keep_gradients(ctx, false)?; // the timed steps run as training does
         // f16 inputs: the fused tape's split forward, the composed tape's products (stage 03's kernel 08).
         let f16 = kernels.coop_on(ctx);
         if f16 {

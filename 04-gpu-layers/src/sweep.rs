@@ -91,11 +91,14 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
         let gpu = GpuTrainer::with_options(ctx, &kernels, &spec, opt, batch, 1, Fusion::Fused)?;
         let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
         gpu.write_batch(ctx, &x, &labels)?;
+        // f16 inputs: the whole gradient is checked, as --bench checks it; else the parameters.
+        let f16 = kernels.coop_on(ctx);
+        gpu.keep_gradients(ctx, f16)?;
         gpu.train_steps(ctx, 1)?;
         cpu.train_step(&x, &labels)?;
-        if kernels.coop_on(ctx) {
-            // f16 inputs: the whole gradient, as --bench checks it.
+        if f16 {
             crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+            gpu.keep_gradients(ctx, false)?;
         } else {
             common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
                 .map_err(|e| format!("{what}: a step differs from the CPU: {e}"))?;
@@ -214,10 +217,12 @@ fn wide(ctx: &GpuContext, steps: usize, reps: usize) -> Result<(), AnyError> {
                 if c == 4 {
                     // The tensor cores: the whole gradient, as --bench checks it (f16 inputs).
                     let mut cpu = CpuTrainer::new(&spec, opt, batch, 1)?;
+                    gpu.keep_gradients(ctx, true)?;
                     gpu.train_steps(ctx, 1)?;
                     cpu.train_step(&x, &labels)?;
                     let what = format!("{hidden} x {batch} tensor cores");
                     crate::bench::check_f16_gradients(&what, &gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data())?;
+                    gpu.keep_gradients(ctx, false)?;
                 }
                 gpu.train_steps(ctx, steps)?; // warm-up
                 let mut t: Vec<f64> = (0..reps)

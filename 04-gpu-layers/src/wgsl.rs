@@ -273,18 +273,23 @@ pub(crate) struct Opt {
     pub beta1: f32,
     pub beta2: f32,
     pub eps: f32,
+    /// 1: the fused updates also write the gradients out (`GpuTrainer::keep_gradients`).
+    pub keep_grads: u32,
+    pub _pad: [u32; 3],
 }
 
 impl Opt {
     /// Where `lr` sits in `Opt`, and so in `Update` (which starts with one).
     pub const LR_OFFSET: u64 = std::mem::offset_of!(Opt, lr) as u64;
+    /// Where `keep_grads` sits, the same way.
+    pub const KEEP_GRADS_OFFSET: u64 = std::mem::offset_of!(Opt, keep_grads) as u64;
 
     pub fn new(opt: Optimizer, count: usize, inputs: usize, outputs: usize) -> Self {
         let (kind, lr, beta1, beta2, eps) = match opt {
             Optimizer::Sgd { lr, momentum } => (OPT_SGD, lr, momentum, 0.0, 0.0),
             Optimizer::Adam { lr, beta1, beta2, eps } => (OPT_ADAM, lr, beta1, beta2, eps),
         };
-        Self { count: count as u32, inputs: inputs as u32, outputs: outputs as u32, kind, lr, beta1, beta2, eps }
+        Self { count: count as u32, inputs: inputs as u32, outputs: outputs as u32, kind, lr, beta1, beta2, eps, keep_grads: 0, _pad: [0; 3] }
     }
 }
 

@@ -393,6 +393,7 @@ fn network_gradients_match_finite_differences_on_both_devices() {
                 masks[i] = Some(m.iter().map(|&v| v as f64).collect());
             }
             let g = GpuTrainer::with_options(ctx, &gpu_layers::Kernels::new(), spec, opt, max_batch, 3, fusion).unwrap();
+            g.keep_gradients(ctx, true).unwrap();
             g.write_batch(ctx, &x32, &labels).unwrap();
             g.train_steps(ctx, 1).unwrap();
             computed.push((format!("GPU {fusion:?}"), g.gradients(ctx).unwrap()));

@@ -70,10 +70,13 @@ fn gpu_trainer_matches_cpu(ctx: &GpuContext, g: GpuTrainer, spec: &NetworkSpec, 
     for (step, rows) in [17, 17, 17, 6].into_iter().enumerate() {
         let (x, labels) = batch(rows, spec.input(), spec.output(), step as u64);
         g.write_batch(ctx, &x, &labels).unwrap();
+        // The steps whose gradients are read keep them; the others run as training does.
+        let read = step == 0 || rows == 6;
+        g.keep_gradients(ctx, read).unwrap();
         g.train_steps(ctx, 1).unwrap();
         c.train_step(&x, &labels).unwrap();
         let what = format!("{} {} {fusion}, step {step} ({rows} rows)", spec.describe(), opt.describe());
-        if step == 0 || rows == 6 {
+        if read {
             // Gradients: sums of `rows` products of values ~1 -> (1e-4, 1e-6) covers f32 rounding.
             for (i, (a, b)) in g.gradients(ctx).unwrap().iter().zip(c.gradients()).enumerate() {
                 if let Err(e) = common::check_close(&a.data, &b.data, 1e-4, 1e-6) {
@@ -474,6 +477,7 @@ fn huge_logits(ctx: &GpuContext) -> (GpuTrainer, CpuTrainer, Matrix, Vec<u32>) {
 fn softmax_cross_entropy_is_finite_for_logits_of_1e4() {
     let ctx = test_context();
     let (g, mut c, x, labels) = huge_logits(ctx);
+    g.keep_gradients(ctx, true).unwrap();
     g.write_batch(ctx, &x, &labels).unwrap();
     g.train_steps(ctx, 1).unwrap();
     c.train_step(&x, &labels).unwrap();

@@ -325,11 +325,22 @@ impl GpuStore {
     /// Rewrites the learning rate of every optimizer op (from the next submit on); the
     /// optimizer state is kept.
     pub fn set_learning_rate(&self, ctx: &GpuContext, lr: f32) {
-        let split = self.splits.iter().flatten().flat_map(|s| s.prologues.iter().chain([&s.update_odd]));
-        let dispatches = self.tapes.iter().flatten().map(|(_, d)| d).chain(split);
-        for u in dispatches.filter_map(Dispatch::opt_uniform) {
+        for u in self.opt_uniforms() {
             ctx.queue.write_buffer(u, Opt::LR_OFFSET, bytemuck::bytes_of(&lr));
         }
+    }
+
+    /// Sets whether every fused update writes its gradients out (from the next submit on).
+    pub fn set_keep_gradients(&self, ctx: &GpuContext, keep: bool) {
+        for u in self.opt_uniforms() {
+            ctx.queue.write_buffer(u, Opt::KEEP_GRADS_OFFSET, bytemuck::bytes_of(&(keep as u32)));
+        }
+    }
+
+    /// The `Opt` uniform of every optimizer and update dispatch, the split steps' included.
+    fn opt_uniforms(&self) -> impl Iterator<Item = &wgpu::Buffer> {
+        let split = self.splits.iter().flatten().flat_map(|s| s.prologues.iter().chain([&s.update_odd]));
+        self.tapes.iter().flatten().map(|(_, d)| d).chain(split).filter_map(Dispatch::opt_uniform)
     }
 
     /// Writes `data` at the start of f32 tensor `t` (takes effect at the next submit).
