@@ -10,9 +10,11 @@
 // The images are scattered over the 47 MB data set, so they come from DRAM, not L2: read in the
 // k loop, every round of loads would wait for DRAM (the first version did: 30 ms per epoch
 // instead of 25). So all invocations first load the workgroup's TR rows, one word each, in ONE
-// round, into workgroup memory, and the k loop reads them there. The first column of
-// workgroups also keeps what the step's later dispatches read: the rows in `x_out` (the weight
-// update needs x) and the labels in `labels_out` (the loss).
+// round, into workgroup memory, and the k loop reads them there, laid out as that loop wants
+// them (stage_fits, stage_value, staged_value): row after row for forward_output.wgsl
+// (forward_rows_staged.wgsl), transposed for linear_forward.wgsl (forward_transposed_gather.wgsl).
+// The first column of workgroups also keeps what the step's later dispatches read: the rows in
+// `x_out` (the weight update needs x) and the labels in `labels_out` (the loss).
 
 // GatherSlot (common.wgsl): the batch's first row in `order`, its rows, the normalization.
 @group(0) @binding(0) var<storage, read> images: array<u32>;
@@ -22,9 +24,8 @@
 @group(0) @binding(8) var<storage, read_write> x_out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> labels_out: array<u32>;
 
-// X_SHARED (from the prelude, chosen for the device: routing.rs, DeviceFit): floats of input rows
-// staged; TR * in must fit
-var<workgroup> xs: array<f32, X_SHARED>;
+// Whether the rows fit the staging area (X_SHARED floats, from the prelude, chosen for the device:
+// routing.rs, DeviceFit); if not, the k loop reads the bytes.
 var<private> staged: bool;
 
 fn pixel_value(word: u32, e: u32) -> f32 {
@@ -35,7 +36,7 @@ fn pixel_value(word: u32, e: u32) -> f32 {
 // (prelude) is 0 in the split step, whose forward needs no pixels (the previous update gathered
 // them) and keeps only the labels.
 fn stage_input(row0: u32, k_len: u32, first_column: bool, li: u32) {
-    staged = TR * k_len <= X_SHARED;
+    staged = stage_fits(k_len);
     let words = (k_len + 3u) / 4u;
     let last = batch.rows - 1u;
     for (var i = li; i < TR * words * GATHER_ROWS; i += TN * KS) {
@@ -48,7 +49,7 @@ fn stage_input(row0: u32, k_len: u32, first_column: bool, li: u32) {
             if k < k_len {
                 let v = pixel_value(word, e);
                 if staged {
-                    xs[r * k_len + k] = v;
+                    stage_value(r, k, k_len, v);
                 }
                 if first_column && row0 + r < batch.rows {
                     x_out[(row0 + r) * k_len + k] = v;
@@ -68,8 +69,8 @@ fn row_label(row: u32) -> u32 {
     return (label_bytes[image / 4u] >> (8u * (image % 4u))) & 0xffu;
 }
 
-// Where the workgroup's row r (batch row `row`) starts: in `xs` when staged, else the byte
-// where its image starts (a layer wider than X_SHARED / TR inputs reads the bytes in the loop).
+// Where the workgroup's row r (batch row `row`) starts: among the staged rows, else the byte
+// where its image starts (rows too long for the staging area are read as bytes in the loop).
 fn input_start(r: u32, row: u32, k_len: u32) -> u32 {
     if staged {
         return r * k_len;
@@ -80,7 +81,7 @@ fn input_start(r: u32, row: u32, k_len: u32) -> u32 {
 // Element k of the row that starts at `start`.
 fn input(start: u32, k: u32) -> f32 {
     if staged {
-        return xs[start + k];
+        return staged_value(start + k);
     }
     let b = start + k;
     return pixel_value(images[b / 4u], b % 4u);

@@ -1,7 +1,7 @@
-// forward_transposed.wgsl: linear_forward.wgsl's plain form stages the workgroup's TR input
-// rows in workgroup memory TRANSPOSED, and its k loop reads four rows' inputs with one 16-byte
-// load. (forward_transposed_none.wgsl: the gathering form, which stages its rows as it
-// gathers them.)
+// forward_transposed.wgsl: linear_forward.wgsl stages the workgroup's TR input rows in
+// workgroup memory TRANSPOSED, and its k loop reads four rows' inputs with one 16-byte load. The
+// plain form stages them from x (forward_transposed_plain.wgsl), the gathering form as it
+// gathers them (forward_transposed_gather.wgsl).
 //
 // Read where they lie, each input value is a load instruction of its own, TR of them per
 // weight, the same value for every invocation of a column block. Here xt[k TRQ + q] holds rows
@@ -14,28 +14,6 @@ var<workgroup> xt: array<vec4<f32>, X_SHARED / 4u>;
 // k_len rounded up to whole rounds of U values of k for each of the KS slices.
 fn k_pad(k_len: u32) -> u32 {
     return (k_len + U * KS - 1u) / (U * KS) * (U * KS);
-}
-
-// Stages the rows (every invocation; `li` is this one's index) if they fit X_SHARED floats,
-// and returns whether it did. Rows past the batch repeat its last row.
-fn stage_transposed(row0: u32, k_len: u32, li: u32) -> bool {
-    let quads = TRQ * k_pad(k_len);
-    if quads > X_SHARED / 4u {
-        return false;
-    }
-    let last = batch.rows - 1u;
-    for (var i = li; i < quads; i += TN * KS) {
-        let k = i / TRQ;
-        let q = i % TRQ;
-        var v = vec4<f32>(0.0);
-        for (var e = 0u; e < 4u; e++) {
-            let r = min(4u * q + e, TR - 1u);
-            let loaded = x[min(row0 + r, last) * k_len + min(k, k_len - 1u)];
-            v[e] = select(0.0, loaded, 4u * q + e < TR && k < k_len);
-        }
-        xt[i] = v;
-    }
-    return true;
 }
 
 // ANCHOR: transposed_k_loop

@@ -132,8 +132,9 @@ fn bench_one(ctx: &GpuContext, kernels: &Arc<Kernels>, args: &Args, spec: &Netwo
         bench_split(ctx, kernels, args, spec, opt, &timer)?;
     }
     println!(
-        "   (fused+chk: the fused kernels with naga's bounds checks; split: the fused kernels gathering each batch\n    \
-         from bytes, the update writing the next batch's x W1 (one prologue dispatch per pass, not in the count);\n    \
+        "   (fused+chk: the fused kernels with naga's bounds checks; gathered: the fused kernels gathering each batch\n    \
+         from bytes, as mnist train runs them; split: gathered, the update writing the next batch's x W1 (one\n    \
+         prologue dispatch per pass, not in the count);\n    \
          GPU ms/pass: timestamps around the one pass; record ms: CPU time to record it; wall ms: record + submit + wait;\n    \
          wall ms /{}: the same steps submitted {} at a time, so recording overlaps the GPU)",
         args.chunk, args.chunk
@@ -220,17 +221,21 @@ impl BenchBytes {
     }
 }
 
-/// A trainer running the split step on [`BenchBytes`], checked against the CPU: for the
-/// `split` row of `--bench` and the split column of `--sweep`.
-pub(crate) struct SplitRun {
+/// A trainer running the gathering steps (split where the device allows it) on [`BenchBytes`],
+/// checked against the CPU: for the `split` (or `gathered`) row of `--bench` and the split
+/// column of `--sweep`.
+pub(crate) struct GatheredRun {
     gpu: GpuTrainer,
     gathered: gpu_layers::Gathered,
+    /// Whether the steps run split ([`GpuTrainer::gathered_split`]).
+    pub(crate) split: bool,
     // Bound by the gathered tapes: kept alive with them.
     _bytes: BenchBytes,
 }
 
-impl SplitRun {
-    /// `None` where the network cannot gather or the device does not split.
+impl GatheredRun {
+    /// `None` where the network cannot gather, or where the steps would not run split unless
+    /// `unsplit` (the steps `mnist train` runs on such a network).
     pub(crate) fn new(
         ctx: &GpuContext,
         kernels: &Arc<Kernels>,
@@ -238,6 +243,7 @@ impl SplitRun {
         opt: Optimizer,
         batch: usize,
         steps: usize,
+        unsplit: bool,
     ) -> Result<Option<Self>, AnyError> {
         let bytes = BenchBytes::new(ctx, batch, steps)?;
         let mut gpu = GpuTrainer::with_options(ctx, kernels, spec, opt, batch, 1, Fusion::Fused)?;
@@ -245,24 +251,35 @@ impl SplitRun {
             return Ok(None);
         }
         let gathered = gpu.add_gathered(ctx, kernels, &bytes.source())?;
-        if !gpu.gathered_split(gathered) {
+        let split = gpu.gathered_split(gathered);
+        if !split && !unsplit {
             return Ok(None);
         }
-        // Validate before timing: three steps in one pass (the prologue, then two hand-overs)
-        // against the CPU.
+        // Validate before timing, against the CPU: split, three steps in one pass (the prologue,
+        // then two hand-overs) and their parameters; unsplit, one step and its gradients, as
+        // `bench_one` checks the fused tape (and, but for Adam, its parameters).
+        let checked = if split { VALIDATION_STEPS } else { 1 };
         let mut cpu = CpuTrainer::new(spec, opt, batch, 1)?;
         gpu.set_batch(ctx, batch)?;
-        ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..VALIDATION_STEPS, pass));
-        for s in 0..VALIDATION_STEPS {
+        gpu.keep_gradients(ctx, !split)?;
+        ctx.submit_pass("gathered steps", |pass| gpu.record_gathered_steps(gathered, 0..checked, pass));
+        for s in 0..checked {
             let (x, labels) = bytes.batch(s, batch)?;
             cpu.train_step(&x, &labels)?;
         }
-        common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
-            .map_err(|e| format!("split steps differ from the CPU: {e}"))?;
+        if !split {
+            common::check_close(&gpu.gradients(ctx)?.concat_data(), &cpu.gradients().concat_data(), 1e-3, 1e-6)
+                .map_err(|e| format!("the gathered step's gradients differ from the CPU's: {e}"))?;
+            gpu.keep_gradients(ctx, false)?;
+        }
+        if split || !matches!(opt, Optimizer::Adam { .. }) {
+            common::check_close(&gpu.parameters(ctx)?.concat_data(), &cpu.parameters().concat_data(), 1e-4, 1e-5)
+                .map_err(|e| format!("the gathered steps differ from the CPU: {e}"))?;
+        }
         gpu.take_metrics(ctx)?;
         ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
         ctx.wait()?;
-        Ok(Some(Self { gpu, gathered, _bytes: bytes }))
+        Ok(Some(Self { gpu, gathered, split, _bytes: bytes }))
     }
 
     pub(crate) fn record(&self, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
@@ -285,7 +302,8 @@ impl SplitRun {
 }
 
 /// The `split` row of `--bench`: the fused tape gathering its batches from bytes, in the split
-/// form where the device allows it (`GpuStore::add_split_tape`), each step on the next batch.
+/// form where the device allows it (`GpuStore::add_split_tape`), each step on the next batch;
+/// the `gathered` row where it does not split (the steps `mnist train` runs).
 fn bench_split(
     ctx: &GpuContext,
     kernels: &Arc<Kernels>,
@@ -295,8 +313,8 @@ fn bench_split(
     timer: &GpuTimer,
 ) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
-    let Some(run) = SplitRun::new(ctx, kernels, spec, opt, batch, steps)? else {
-        println!("{:>9} | not split on this device or network", "split");
+    let Some(run) = GatheredRun::new(ctx, kernels, spec, opt, batch, steps, true)? else {
+        println!("{:>9} | does not gather: its first layer is not a fused linear_forward", "gathered");
         return Ok(());
     };
     let before = run.gpu.allocations();
@@ -306,7 +324,7 @@ fn bench_split(
     if run.gpu.allocations() != before {
         return Err("the timed steps allocated GPU memory".into());
     }
-    print_bench_row("split", run.gpu.step_kernels(Some(run.gathered)).len(), times, steps, &parts);
+    print_bench_row(if run.split { "split" } else { "gathered" }, run.gpu.step_kernels(Some(run.gathered)).len(), times, steps, &parts);
     Ok(())
 }
 

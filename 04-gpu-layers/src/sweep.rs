@@ -35,7 +35,7 @@ use gpu_layers::{
 use gpu_matmul::Kernel;
 
 use crate::args::{AnyError, Args};
-use crate::bench::{ConcatData, SplitRun, dispatches_alone};
+use crate::bench::{ConcatData, GatheredRun, dispatches_alone};
 
 pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
     let (steps, batch, reps) = (args.steps as usize, args.batch as usize, args.reps as usize);
@@ -130,7 +130,7 @@ pub fn sweep(ctx: &GpuContext, args: &Args) -> Result<(), AnyError> {
             t.update_r,
             if t.update_preload { "" } else { " late" }
         );
-        if let Some(run) = SplitRun::new(ctx, &kernels, &spec, opt, batch, steps)? {
+        if let Some(run) = GatheredRun::new(ctx, &kernels, &spec, opt, batch, steps, false)? {
             let mut t: Vec<f64> = (0..reps)
                 .map(|_| timer.time_pass(ctx, "split steps", |pass| run.record(0..steps, pass)))
                 .collect::<Result<_, _>>()?;

@@ -347,10 +347,20 @@ impl KernelId {
             }
             _ => {}
         }
+        // How the forwards stage their input rows: linear_forward's transposed, from x or as it
+        // gathers them; forward_output's gathering forms row after row.
+        let transposed = ("shaders/forward_transposed.wgsl", include_str!("../../shaders/forward_transposed.wgsl"));
         match self {
-            KernelId::LinearForward => files.push(("shaders/forward_transposed.wgsl", include_str!("../../shaders/forward_transposed.wgsl"))),
+            KernelId::LinearForward => {
+                files.push(transposed);
+                files.push(("shaders/forward_transposed_plain.wgsl", include_str!("../../shaders/forward_transposed_plain.wgsl")));
+            }
             KernelId::LinearForwardGather => {
-                files.push(("shaders/forward_transposed_none.wgsl", include_str!("../../shaders/forward_transposed_none.wgsl")))
+                files.push(transposed);
+                files.push(("shaders/forward_transposed_gather.wgsl", include_str!("../../shaders/forward_transposed_gather.wgsl")));
+            }
+            KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
+                files.push(("shaders/forward_rows_staged.wgsl", include_str!("../../shaders/forward_rows_staged.wgsl")))
             }
             _ => {}
         }
