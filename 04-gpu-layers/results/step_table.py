@@ -6,7 +6,8 @@ with the file's build (`composed dropout`: 44fbb70, before dropout was fused; `f
 39fe4a4; `GELU beside fused`: 6117916, on an H100; `three-layer update`: 98d0de4, on an H100,
 its networks of two hidden layers only; `32 forward slices`: 4f2a631, the same; `update loads under one branch`: 22a89df, the
 same; `inputs staged transposed`: 809350e's forward, the four-row backward and 16 forward slices,
-the same) and its matmul
+the same; `gradients kept when asked, gathered transposed`: dbfb134, the same, with its `gathered`
+rows, the steps `mnist train` runs) and its matmul
 precision, and
 the GPU named by the block's adapter line. `us/step` is the
 `µs per step` column; `GPU ms/pass` is `ms per epoch`, because every run recorded one epoch of
@@ -45,9 +46,10 @@ RUNS = [
     ("h100-forward-slices/bench.txt", "32 forward slices", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
     ("h100-update-branches/bench.txt", "update loads under one branch", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
     ("h100-staged-rows/2-final/deep-k16-2.txt", "inputs staged transposed", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
+    ("h100-gathered-transposed/3-final-again/deep.txt", "gradients kept when asked, gathered transposed", "f32", {"Adam"}, {"fused+chk", "composed"}, "-256-"),
 ]
 
-PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step"}
+PATHS = {"fused": "fused", "fused+chk": "fused with bounds checks", "composed": "composed", "split": "split step", "gathered": "gathered (mnist train's steps)"}
 HEADER = ["network", "batch", "optimizer", "precision", "path", "dispatches per step", "µs per step", "ms per epoch", "build", "adapter"]
 
 
@@ -69,7 +71,7 @@ def rows(path, run, precision, optimizers, skip, networks):
             if m and block is not None:
                 block["adapter"] = m.group(1)
                 continue
-            m = re.match(r"\s*(fused\+chk|fused|composed|split) \|\s+(\d+) \|\s+([\d.]+)\s+([\d.]+) \|", line)
+            m = re.match(r"\s*(fused\+chk|fused|composed|split|gathered) \|\s+(\d+) \|\s+([\d.]+)\s+([\d.]+) \|", line)
             kept = block is not None and networks in block["network"] and block["optimizer"] in optimizers
             if m and kept and m.group(1) not in skip:
                 tape, dispatches, ms, us = m.groups()

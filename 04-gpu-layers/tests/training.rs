@@ -852,6 +852,35 @@ fn split_steps_with_a_fused_dropout_train_like_the_cpu() {
     split_steps_of_match_cpu(kernels(), &[Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)], &spec);
 }
 
+/// The gathering `linear_forward` stages its rows transposed where they fit, else one after
+/// another, else reads the bytes in its k loop: rows of 600 and 1,100 pixels, within WebGPU's
+/// default limits (one after another; the bytes) and on this adapter (transposed; one after
+/// another), against the CPU.
+#[test]
+fn gathered_rows_too_long_to_stage_transposed_train_like_the_cpu() {
+    let (web_ctx, web_kernels) = webgpu_defaults();
+    let unsplit = Kernels::with_tiles(FusedTiles { split: false, ..FusedTiles::DEFAULT });
+    for (ctx, kernels) in [(web_ctx, web_kernels), (test_context(), &unsplit)] {
+        for inputs in [600, 1100] {
+            let (n, batch) = (21, 8);
+            let spec = NetworkSpec::new(inputs, &[11, 7], 5).unwrap();
+            let bytes = Bytes::new(ctx, n, inputs, 5, batch);
+            let opt = Optimizer::sgd(0.1, 0.9);
+            let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
+            let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
+            assert_eq!(g.step_kernels(Some(gathered))[0], "linear_forward (gathering)");
+            let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
+            for s in 0..n.div_ceil(batch) {
+                let (x, labels) = bytes.batch(s, batch, inputs);
+                g.set_batch(ctx, x.rows).unwrap();
+                ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
+                c.train_step(&x, &labels).unwrap();
+                assert_params_close(ctx, &g, &c, &format!("{inputs} pixels, gathered step {s}"));
+            }
+        }
+    }
+}
+
 /// A first layer that gathers its batches from bytes with a dropout after it: merged with the
 /// output layer (`forward_output (gathering)`, the split step off) and, in a deeper network,
 /// `linear_forward (gathering)`, each step recorded alone and then a whole epoch in one
