@@ -751,13 +751,7 @@ fn gathered_steps_match_cpu(ctx: &GpuContext, kernels: &Arc<Kernels>) {
         let first = g.step_kernels(Some(gathered))[0];
         assert!(first.ends_with(if split { " (split)" } else { " (gathering)" }), "{first}");
         let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
-        for s in 0..n.div_ceil(batch) {
-            let (x, labels) = bytes.batch(s, batch, inputs);
-            g.set_batch(ctx, x.rows).unwrap();
-            ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
-            c.train_step(&x, &labels).unwrap();
-            assert_params_close(ctx, &g, &c, &format!("{} gathered step {s}", opt.describe()));
-        }
+        gathered_epoch_matches_cpu(ctx, &g, gathered, &mut c, &bytes, (n, batch, inputs), &opt.describe());
         let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
         assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct));
         assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
@@ -870,14 +864,28 @@ fn gathered_rows_too_long_to_stage_transposed_train_like_the_cpu() {
             let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
             assert_eq!(g.step_kernels(Some(gathered))[0], "linear_forward (gathering)");
             let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
-            for s in 0..n.div_ceil(batch) {
-                let (x, labels) = bytes.batch(s, batch, inputs);
-                g.set_batch(ctx, x.rows).unwrap();
-                ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
-                c.train_step(&x, &labels).unwrap();
-                assert_params_close(ctx, &g, &c, &format!("{inputs} pixels, gathered step {s}"));
-            }
+            gathered_epoch_matches_cpu(ctx, &g, gathered, &mut c, &bytes, (n, batch, inputs), &format!("{inputs} pixels"));
         }
+    }
+}
+
+/// One epoch of `bytes` (`n` images of `inputs` pixels, batches of `batch`), each step recorded
+/// alone on the GPU and taken by the CPU, the parameters compared after every step.
+fn gathered_epoch_matches_cpu(
+    ctx: &GpuContext,
+    g: &GpuTrainer,
+    gathered: gpu_layers::Gathered,
+    c: &mut CpuTrainer,
+    bytes: &Bytes,
+    (n, batch, inputs): (usize, usize, usize),
+    what: &str,
+) {
+    for s in 0..n.div_ceil(batch) {
+        let (x, labels) = bytes.batch(s, batch, inputs);
+        g.set_batch(ctx, x.rows).unwrap();
+        ctx.submit_pass("gathered step", |pass| g.record_gathered_step(gathered, s, pass));
+        c.train_step(&x, &labels).unwrap();
+        assert_params_close(ctx, g, c, &format!("{what} gathered step {s}"));
     }
 }
 
