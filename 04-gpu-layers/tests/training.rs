@@ -710,6 +710,24 @@ fn a_wide_layer_split_over_k_trains_like_the_cpu() {
     }
 }
 
+/// A gathering tape added after the learning rate changed trains at the new rate, split (the
+/// default tiles on this adapter) or not (a network of two hidden layers).
+#[test]
+fn a_gathering_tape_added_after_a_new_learning_rate_takes_it() {
+    let ctx = test_context();
+    let kernels = gpu_layers::Kernels::new();
+    let (n, inputs, classes, batch) = (37, 13, 5, 8);
+    let bytes = Bytes::new(ctx, n, inputs, classes, batch);
+    for hidden in [&[11][..], &[11, 7]] {
+        let spec = NetworkSpec::new(inputs, hidden, classes).unwrap();
+        let mut g = GpuTrainer::with_options(ctx, &kernels, &spec, Optimizer::sgd(0.1, 0.9), batch, 7, Fusion::Fused).unwrap();
+        g.set_learning_rate(ctx, 0.03).unwrap();
+        let gathered = g.add_gathered(ctx, &kernels, &bytes.source()).unwrap();
+        let mut c = CpuTrainer::new(&spec, Optimizer::sgd(0.03, 0.9), batch, 7).unwrap();
+        gathered_epoch_matches_cpu(ctx, &g, gathered, &mut c, &bytes, (n, batch, inputs), &format!("{hidden:?} at lr 0.03"));
+    }
+}
+
 #[test]
 fn a_forward_that_gathers_its_batches_trains_like_the_cpu() {
     // The default tiles run the training steps split on this device (each step recorded alone,
