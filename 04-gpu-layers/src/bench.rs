@@ -277,7 +277,7 @@ impl GatheredRun {
                 .map_err(|e| format!("the gathered steps differ from the CPU: {e}"))?;
         }
         gpu.take_metrics(ctx)?;
-        ctx.submit_pass("split steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
+        ctx.submit_pass("gathered steps", |pass| gpu.record_gathered_steps(gathered, 0..steps, pass)); // warm-up
         ctx.wait()?;
         Ok(Some(Self { gpu, gathered, split, _bytes: bytes }))
     }

@@ -282,8 +282,7 @@ impl GpuTrainer {
         let eval = self.add_gathered_eval(ctx, kernels, source)?;
         // The new tape's uniforms start from the optimizer as built: give them the learning rate
         // and the gradients' keeping as they are now.
-        let lr = f32::from_bits(self.lr.load(Ordering::Relaxed));
-        let keep = self.keeps_gradients.load(Ordering::Relaxed);
+        let (lr, keep) = (self.learning_rate(), self.keeps_gradients.load(Ordering::Relaxed));
         ctx.scoped(|| {
             self.store.set_learning_rate(ctx, lr);
             self.store.set_keep_gradients(ctx, keep);
