@@ -30,8 +30,8 @@
 //!
 //! On the GPU a training loop looks like this (stage 05's batches are gathered from byte images
 //! on the GPU by the first dispatch itself, [`GpuTrainer::add_gathered`], and recorded a range
-//! of batches at a time with [`GpuTrainer::record_gathered_steps`], which for 784-128-10 and
-//! 784-512-256-10 runs the split step: each update also computes the next batch's `x W1`):
+//! of batches at a time with [`GpuTrainer::record_gathered_steps`], which for 784-128-10 runs
+//! the split step: each update also computes the next batch's `x W1`):
 //!
 //! ```no_run
 //! use common::GpuContext;

@@ -41,11 +41,10 @@ pub struct FusedTiles {
     /// Whether a `LinearForward` and the `OutputLayer` on top of it run as ONE dispatch,
     /// `forward_output` (where the shapes and the device allow it: [`FusedTiles::merges`]).
     pub merge: bool,
-    /// Whether a gathered training step of one merged hidden layer, or of two hidden layers,
-    /// runs SPLIT: each `linear_update` also writes the next batch's partial sums of `x W1` for
-    /// its tile of `W1`, and `forward_output` (or the second layer's `linear_forward`) only adds
-    /// them up (where the device allows it: [`FusedTiles::runs_split_step`],
-    /// [`FusedTiles::runs_deep_split_step`]; `GpuTrainer::record_gathered_steps`).
+    /// Whether a gathered training step of one merged hidden layer runs SPLIT: each
+    /// `linear_update` also writes the next batch's partial sums of `x W1` for its tile of `W1`,
+    /// and `forward_output` only adds them up (where the device allows it:
+    /// [`FusedTiles::runs_split_step`]; `GpuTrainer::record_gathered_steps`).
     pub split: bool,
     /// The split step's `linear_update`: batch slices per workgroup (its `UPDATE_BATCH_SLICES`;
     /// the unsplit kernel's is `update_batch_slices`). More invocations share its last phase, the next

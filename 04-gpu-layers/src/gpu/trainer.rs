@@ -263,8 +263,8 @@ impl GpuTrainer {
     /// Prepares train and eval tapes whose first dispatch gathers batch `slot` of `source` itself
     /// (and keeps it in [`GpuTrainer::input`] and [`GpuTrainer::labels`] for the rest of the
     /// step): one dispatch per step fewer than a gather kernel plus [`GpuTrainer::record_step`].
-    /// Where it applies (one merged hidden layer or two hidden layers, [`FusedTiles::runs_split_step`]),
-    /// the training tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuStore::add_split_tape`];
+    /// Where it applies (one merged hidden layer, [`FusedTiles::runs_split_step`]), the training
+    /// tape runs SPLIT: each update also computes the next batch's `x W1` ([`GpuStore::add_split_tape`];
     /// record ranges of steps with [`GpuTrainer::record_gathered_steps`]).
     /// Errors unless [`GpuTrainer::can_gather`].
     pub fn add_gathered(&mut self, ctx: &GpuContext, kernels: &Kernels, source: &ByteImages<'_>) -> Result<Gathered, LayersError> {
@@ -310,7 +310,7 @@ impl GpuTrainer {
     }
 
     /// Records one training step per batch in `slots` (all of the same size), in order: in the
-    /// split form one prologue dispatch first.
+    /// split form one prologue dispatch, then two per step.
     pub fn record_gathered_steps(&self, gathered: Gathered, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
         self.store.record_steps(gathered.train, slots, pass);
     }
