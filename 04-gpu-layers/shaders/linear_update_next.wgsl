@@ -16,19 +16,12 @@
 // workgroups of the first column of tiles also keep the rows in `x_next`, which the next step's
 // update reads as its x: two buffers, swapped every step, so that no update overwrites the rows
 // another workgroup of the same dispatch still reads, and the next forward gathers nothing.
-//
-// In a network of two hidden layers (784-512-256-10) the same phase takes the first layer out
-// of the next step: its forward (linear_forward with forward_input_sums.wgsl) is the SECOND
-// layer's, which adds up h1 from these partial sums as it stages its rows. Nothing else of that
-// step gathers, so the first tile also keeps the next batch's labels (`u.split.labels`).
 
 @group(0) @binding(13) var<storage, read> images: array<u32>;
 @group(0) @binding(14) var<storage, read> order: array<u32>;
 @group(0) @binding(15) var<uniform> slot: GatherSlot; // the NEXT batch's (a dynamic offset)
 @group(0) @binding(16) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(17) var<storage, read_write> x_next: array<f32>; // [batch][inputs]
-@group(0) @binding(23) var<storage, read> label_bytes: array<u32>; // 4 labels to a word
-@group(0) @binding(24) var<storage, read_write> labels_next: array<u32>; // [batch]
 
 // NEXT_R (rows per chunk of the next batch) comes from the prelude.
 const NEXT_WORDS: u32 = (NEXT_R * TQ + THREADS - 1u) / THREADS; // pixel words per invocation
@@ -82,13 +75,7 @@ fn next_stage(shape: LayerShape, k0: u32, li: u32, r0: u32, keep: bool) {
 // ANCHOR: next_partials
 fn next_partials(layer: u32, shape: LayerShape, k0: u32, j0: u32, li: u32, moved: array<f32, PER_THREAD>) {
     if layer != 0u {
-        return; // the whole workgroup: the other layers' forwards are the next step's own
-    }
-    if u.split.labels == 1u && k0 == 0u && j0 == 0u {
-        for (var row = li; row < batch.rows; row += THREADS) {
-            let image = order[slot.first + row];
-            labels_next[row] = (label_bytes[image / 4u] >> (8u * (image % 4u))) & 0xffu;
-        }
+        return; // the whole workgroup: layer b's forward is forward_output's own
     }
     for (var m = 0u; m < PER_THREAD; m++) {
         let e = li + m * THREADS;

@@ -13,13 +13,12 @@ struct LayerShape {
 }
 
 // The split step (linear_update_next.wgsl): `partials_only` 1 for the prologue that only writes
-// the first step's partial sums (no update), `partial_rows` the rows per k-tile of them,
-// `labels` 1 where it also keeps the next batch's labels (two hidden layers).
+// the first step's partial sums (no update), `partial_rows` the rows per k-tile of them.
 struct Split {
     partials_only: u32,
     partial_rows: u32,
-    labels: u32,
-    _pad: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Update {

@@ -114,11 +114,9 @@ impl FusedTiles {
 
     /// What the split step's two kernels need of a device (a test checks it against naga):
     /// `forward_output` gathering plus the partial sums (one storage buffer more); and
-    /// `linear_update` of two layers (with `split_step_batch_slices` batch slices) plus the
-    /// images, the order, the partial sums, the next batch's rows and its labels (17 storage
-    /// buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
-    /// workgroup memory beside its own. The split step of two hidden layers runs the same update
-    /// of three layers (22 storage buffers: [`FusedTiles::SPLIT_THREE_BUFFERS`]).
+    /// `linear_update` of two layers (with `split_step_batch_slices` batch slices) plus the images, the
+    /// order, the partial sums and the next batch's rows (15 storage buffers), with the next batch's chunk `[NEXT_R][T]` and the moved tile `[T][T]` in
+    /// workgroup memory beside its own.
     pub fn split_needs(&self) -> [Needs; 2] {
         let forward = self.merged_needs(true);
         // The split update is the unsplit one in 4 x 4 blocks with `split_step_batch_slices` slices
@@ -128,7 +126,7 @@ impl FusedTiles {
         let update = Needs {
             invocations: unsplit.invocations,
             workgroup_bytes: unsplit.workgroup_bytes + 4 * (SPLIT_NEXT_R * t + t * t),
-            storage_buffers: 17,
+            storage_buffers: 15,
         };
         [Needs { storage_buffers: forward.storage_buffers + 1, ..forward }, update]
     }
@@ -334,24 +332,6 @@ impl FusedTiles {
     pub fn runs_split_step(&self, limits: &wgpu::Limits) -> bool {
         self.split && self.split_fitted(limits).is_some()
     }
-
-    /// Storage buffers of the split step's update of three layers: the two-layer one's and the
-    /// third layer's five.
-    pub const SPLIT_THREE_BUFFERS: u32 = 22;
-
-    /// Whether a gathered step of two hidden layers, the second `inputs` wide, runs split on a
-    /// device with `limits`: as [`FusedTiles::runs_split_step`], the device binds the three-layer
-    /// update's buffers, and the second layer's `linear_forward` stages its rows of the first
-    /// hidden layer transposed (`forward_input_sums.wgsl`: `forward_tr` rows, padded to quads,
-    /// of `inputs` padded to whole rounds, in `DeviceFit::forward_x_shared` floats).
-    pub fn runs_deep_split_step(&self, limits: &wgpu::Limits, inputs: usize) -> bool {
-        let t = self.fitted(limits.max_compute_invocations_per_workgroup);
-        let round = (t.forward_u * t.forward_ks) as usize;
-        let staged = t.forward_tr.div_ceil(4) as usize * 4 * inputs.div_ceil(round) * round;
-        self.runs_split_step(limits)
-            && limits.max_storage_buffers_per_shader_stage >= Self::SPLIT_THREE_BUFFERS
-            && staged <= DeviceFit::for_limits(limits).forward_x_shared as usize
-    }
 }
 
 #[cfg(test)]
@@ -446,10 +426,6 @@ mod tests {
                 let n = needs(&compile(id.name(), &id.source(&tiles, DeviceFit::LARGE)));
                 assert_eq!(n, want, "{} with {what}", id.name());
             }
-            let three = KernelId::LinearUpdateSplitThree;
-            let n = needs(&compile(three.name(), &three.source(&tiles, DeviceFit::LARGE)));
-            let want = Needs { storage_buffers: FusedTiles::SPLIT_THREE_BUFFERS, ..update };
-            assert_eq!(n, want, "{} with {what}", three.name());
         }
         // lavapipe (the CI machine's adapter) runs the default split step; WebGPU's defaults (8
         // storage buffers) and SwiftShader's 10 do not, nor tiles that turn it off.
@@ -464,13 +440,6 @@ mod tests {
         assert!(!d.runs_split_step(&defaults));
         assert!(!d.runs_split_step(&wgpu::Limits { max_storage_buffers_per_shader_stage: 14, ..lavapipe.clone() }));
         assert!(!FusedTiles { split: false, ..d }.runs_split_step(&lavapipe));
-        // Two hidden layers: 784-512-256-10's second layer stages its 4 rows of 512 (2,048
-        // floats); rows of 1,100 do not fit, nor 21 storage buffers.
-        let deep = FusedTiles::for_network(64, &[(784, 512), (512, 256), (256, 10)]);
-        assert!(deep.runs_deep_split_step(&lavapipe, 512));
-        assert!(!deep.runs_deep_split_step(&lavapipe, 1100));
-        assert!(!deep.runs_deep_split_step(&wgpu::Limits { max_storage_buffers_per_shader_stage: 21, ..lavapipe.clone() }, 512));
-        assert!(!deep.runs_deep_split_step(&defaults, 512));
     }
 
     #[test]

@@ -306,20 +306,17 @@ pub(crate) struct LayerShape {
 }
 
 /// `Split` (`linear_update.wgsl`): in the split step's prologue `partials_only` is 1 (no
-/// update, only the first batch's partial sums); `partial_rows` the rows per k-tile of them;
-/// `labels` 1 where the update also keeps the next batch's labels (the split step of two hidden
-/// layers, whose forward gathers nothing).
+/// update, only the first batch's partial sums); `partial_rows` the rows per k-tile of them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Split {
     pub partials_only: u32,
     pub partial_rows: u32,
-    pub labels: u32,
-    pub _pad: u32,
+    pub _pad: [u32; 2],
 }
 
 impl Split {
-    pub const NONE: Split = Split { partials_only: 0, partial_rows: 0, labels: 0, _pad: 0 };
+    pub const NONE: Split = Split { partials_only: 0, partial_rows: 0, _pad: [0; 2] };
 }
 
 /// `Update` (`linear_update.wgsl`): the optimizer, up to three layers, and the split step's part.
@@ -331,19 +328,6 @@ pub(crate) struct Update {
     pub b: LayerShape,
     pub c: LayerShape,
     pub split: Split,
-}
-
-/// `SumsParams` (`forward_input_sums.wgsl`): the layer below a `linear_forward` whose input it
-/// adds up from that layer's partial sums in the split step: its inputs (the partial sums come in
-/// `ceil(below_inputs / T)` k-tiles of `partial_rows` rows), its `ACT_*` code and its dropout.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct SumsParams {
-    pub below_inputs: u32,
-    pub below_act: u32,
-    pub partial_rows: u32,
-    pub _pad: u32,
-    pub below_drop: DropoutMask,
 }
 
 /// `GatherSlot` (`forward_input_gather.wgsl`): where batch s of an epoch starts in the order,
@@ -418,7 +402,7 @@ pub(crate) struct MseParams {
 
 /// `(WGSL struct name, size of the Rust struct)` for every uniform struct, for the layout test.
 #[cfg(test)]
-pub(crate) const UNIFORMS: [(&str, usize); 18] = [
+pub(crate) const UNIFORMS: [(&str, usize); 17] = [
     ("DropoutMask", size_of::<DropoutMask>()),
     ("Batch", size_of::<Batch>()),
     ("BiasAddParams", size_of::<BiasAddParams>()),
@@ -433,7 +417,6 @@ pub(crate) const UNIFORMS: [(&str, usize); 18] = [
     ("Split", size_of::<Split>()),
     ("Update", size_of::<Update>()),
     ("GatherSlot", size_of::<GatherSlot>()),
-    ("SumsParams", size_of::<SumsParams>()),
     ("DropoutParams", size_of::<DropoutParams>()),
     ("DropoutBackwardParams", size_of::<DropoutBackwardParams>()),
     ("MseParams", size_of::<MseParams>()),

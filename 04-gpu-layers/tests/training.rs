@@ -864,34 +864,6 @@ fn split_steps_with_a_fused_dropout_train_like_the_cpu() {
     split_steps_of_match_cpu(kernels(), &[Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)], &spec);
 }
 
-/// The split step of two hidden layers: each update also writes the next batch's partial sums
-/// of x W1 and keeps its rows and labels, and the next step starts at the second layer, whose
-/// `linear_forward (sums)` adds up h1 (bias, activation, dropout mask) as it stages its rows.
-/// The shapes of the one-layer split step's test (77 inputs, 40 units in the first layer) with
-/// a second layer of 130 (too wide to merge with the output layer, a short column block),
-/// dropout after both or tanh and sigmoid with MSE, with 2 rows per forward workgroup (these
-/// widths' tiles) and 4 (784-512-256-10's).
-#[test]
-fn split_steps_of_two_hidden_layers_train_like_the_cpu() {
-    let opts = [Optimizer::sgd(0.1, 0.9), Optimizer::adam(1e-3)];
-    let dropout = NetworkSpec::parse("77-40-relu-dropout0.3-130-relu-dropout0.2-5", Loss::CrossEntropy).unwrap();
-    split_steps_of_match_cpu(kernels(), &opts, &dropout);
-    let other = NetworkSpec::parse("77-40-tanh-130-sigmoid-5", Loss::Mse).unwrap();
-    split_steps_of_match_cpu(kernels(), &opts[..1], &other);
-    let four_rows = Kernels::with_tiles(FusedTiles { forward_tr: 4, output_wg: 512, ..FusedTiles::DEFAULT });
-    split_steps_of_match_cpu(&four_rows, &opts[..1], &dropout);
-    // Three hidden layers, a second layer merged with the output layer (`forward_output`), or
-    // one too wide to stage, are not split.
-    let ctx = test_context();
-    let bytes = Bytes::new(ctx, 37, 77, 5, 8);
-    for text in ["77-40-relu-130-relu-16-relu-5", "77-40-relu-24-relu-5", "77-1100-relu-130-relu-5"] {
-        let spec = NetworkSpec::parse(text, Loss::CrossEntropy).unwrap();
-        let mut g = GpuTrainer::with_options(ctx, kernels(), &spec, Optimizer::sgd(0.1, 0.0), 8, 7, Fusion::Fused).unwrap();
-        let gathered = g.add_gathered(ctx, kernels(), &bytes.source()).unwrap();
-        assert!(!g.gathered_split(gathered), "{text}");
-    }
-}
-
 /// The gathering `linear_forward` stages its rows transposed where they fit, else one after
 /// another, else reads the bytes in its k loop: rows of 600 and 1,100 pixels, within WebGPU's
 /// default limits (one after another; the bytes) and on this adapter (transposed; one after
@@ -985,15 +957,8 @@ fn split_steps_of_match_cpu(kernels: &Arc<Kernels>, opts: &[Optimizer], spec: &N
             let what = format!("{} batch {batch}, {:?}", opt.describe(), kernels.tiles());
             let mut g = GpuTrainer::with_options(ctx, kernels, &spec, opt, batch, 7, Fusion::Fused).unwrap();
             let gathered = g.add_gathered(ctx, kernels, &bytes.source()).unwrap();
-            assert!(g.gathered_split(gathered), "lavapipe runs the split step: {:?} {:?}", spec.describe(), g.step_kernels(Some(gathered)));
-            let names = g.step_kernels(Some(gathered));
-            if spec.layer_shapes().len() == 2 {
-                assert_eq!(names, ["forward_output (split)", "linear_update (split)"]);
-            } else {
-                assert_eq!(names.first(), Some(&"linear_forward (sums)"), "{names:?}");
-                assert_eq!(names.last(), Some(&"linear_update (split, three layers)"), "{names:?}");
-                assert_eq!(names.len(), 4, "{names:?}");
-            }
+            assert!(g.gathered_split(gathered), "lavapipe runs the split step");
+            assert_eq!(g.step_kernels(Some(gathered)), ["forward_output (split)", "linear_update (split)"]);
             let mut c = CpuTrainer::new(&spec, opt, batch, 7).unwrap();
             for epoch in 0..2 {
                 g.set_batch(ctx, batch).unwrap();
@@ -1015,10 +980,7 @@ fn split_steps_of_match_cpu(kernels: &Arc<Kernels>, opts: &[Optimizer], spec: &N
             }
             let (gm, cm) = (g.take_metrics(ctx).unwrap(), c.take_metrics().unwrap());
             assert_eq!((gm.rows, gm.correct), (cm.rows, cm.correct), "{what}");
-            // With two hidden layers, parameters within PARAM_TOL of the CPU's move each row's
-            // loss by more: the loss of 74 rows after 10 SGD steps 1.5e-5 apart, relative.
-            let rel = if spec.layer_shapes().len() == 2 { 1e-5 } else { 1e-4 };
-            assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], rel, 1e-5);
+            assert_close(&[gm.loss_sum as f32], &[cm.loss_sum as f32], 1e-5, 1e-5);
         }
     }
 }

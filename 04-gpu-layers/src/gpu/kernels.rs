@@ -31,9 +31,6 @@ pub enum KernelId {
     LinearForward,
     /// `linear_forward` reading its batch from byte images itself (`forward_input_gather.wgsl`).
     LinearForwardGather,
-    /// The split step's second-layer `linear_forward`: its input, the first hidden layer, added
-    /// up from the partial sums the previous update wrote (`forward_input_sums.wgsl`).
-    LinearForwardSums,
     /// The register-blocked forward for wide layers in big batches (`linear_forward_tiled.wgsl`).
     LinearForwardTiled,
     /// A wide layer's forward split over k on the tensor cores, f16 inputs and f32 sums
@@ -59,9 +56,6 @@ pub enum KernelId {
     /// The split step's `linear_update`: it also writes the next batch's partial sums of its
     /// tiles of the first layer (`linear_update_next.wgsl`).
     LinearUpdateSplit,
-    /// The split step's `linear_update` of three layers (two hidden layers): it also keeps the
-    /// next batch's labels.
-    LinearUpdateSplitThree,
     /// `linear_update` with the gradients on the tensor cores (f16 inputs, f32 sums:
     /// `linear_update_coop.wgsl`), where [`Kernels::coop_on`] and a layer is wide.
     LinearUpdateCoop,
@@ -76,7 +70,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: [KernelId; 29] = [
+    pub const ALL: [KernelId; 27] = [
         KernelId::BiasAdd,
         KernelId::ActivationForward,
         KernelId::ActivationBackward,
@@ -86,7 +80,6 @@ impl KernelId {
         KernelId::Adam,
         KernelId::LinearForward,
         KernelId::LinearForwardGather,
-        KernelId::LinearForwardSums,
         KernelId::LinearForwardTiled,
         KernelId::LinearForwardCoop,
         KernelId::OutputLayer,
@@ -98,7 +91,6 @@ impl KernelId {
         KernelId::LinearUpdate,
         KernelId::LinearUpdateThree,
         KernelId::LinearUpdateSplit,
-        KernelId::LinearUpdateSplitThree,
         KernelId::LinearUpdateCoop,
         KernelId::LinearUpdateCoopThree,
         KernelId::ActivationCopyForward,
@@ -119,7 +111,6 @@ impl KernelId {
             KernelId::Adam => "adam",
             KernelId::LinearForward => "linear_forward",
             KernelId::LinearForwardGather => "linear_forward (gathering)",
-            KernelId::LinearForwardSums => "linear_forward (sums)",
             KernelId::LinearForwardTiled => "linear_forward_tiled",
             KernelId::LinearForwardCoop => "linear_forward_coop",
             KernelId::OutputLayer => "output_layer",
@@ -131,7 +122,6 @@ impl KernelId {
             KernelId::LinearUpdate => "linear_update",
             KernelId::LinearUpdateThree => "linear_update (three layers)",
             KernelId::LinearUpdateSplit => "linear_update (split)",
-            KernelId::LinearUpdateSplitThree => "linear_update (split, three layers)",
             KernelId::LinearUpdateCoop => "linear_update_coop",
             KernelId::LinearUpdateCoopThree => "linear_update_coop (three layers)",
             KernelId::ActivationCopyForward => "activation_copy_forward",
@@ -154,7 +144,6 @@ impl KernelId {
             KernelId::LinearUpdate
                 | KernelId::LinearUpdateThree
                 | KernelId::LinearUpdateSplit
-                | KernelId::LinearUpdateSplitThree
                 | KernelId::LinearUpdateCoop
                 | KernelId::LinearUpdateCoopThree
         )
@@ -166,19 +155,14 @@ impl KernelId {
         match self {
             KernelId::LinearUpdate => fit.linear_update_layers.min(2),
             KernelId::LinearUpdateSplit | KernelId::LinearUpdateCoop => 2,
-            KernelId::LinearUpdateThree | KernelId::LinearUpdateSplitThree | KernelId::LinearUpdateCoopThree => 3,
+            KernelId::LinearUpdateThree | KernelId::LinearUpdateCoopThree => 3,
             _ => 0,
         }
     }
 
     /// Whether this is one of the split step's kernels.
     pub fn is_split(self) -> bool {
-        matches!(self, KernelId::ForwardOutputSplit | KernelId::LinearUpdateSplit | KernelId::LinearUpdateSplitThree)
-    }
-
-    /// Whether this is the split step's `linear_update` (of two layers or three).
-    pub fn is_split_update(self) -> bool {
-        matches!(self, KernelId::LinearUpdateSplit | KernelId::LinearUpdateSplitThree)
+        matches!(self, KernelId::ForwardOutputSplit | KernelId::LinearUpdateSplit)
     }
 
     /// This kernel's own constants, as `(WGSL name, value)`, written into its prelude (the
@@ -190,21 +174,14 @@ impl KernelId {
             // activation_backward.wgsl's two kernels: the derivative from the saved output or input.
             KernelId::ActivationBackward => vec![("GRAD_OF_INPUT", 0)],
             KernelId::ActivationCopyBackward => vec![("GRAD_OF_INPUT", 1)],
-            KernelId::LinearForward | KernelId::LinearForwardGather | KernelId::LinearForwardSums => {
-                let mut c = vec![
-                    ("TN", tiles.forward_tn),
-                    ("KS", tiles.forward_ks),
-                    ("TR", tiles.forward_tr),
-                    ("U", tiles.forward_u),
-                    ("X_SHARED", fit.forward_x_shared),
-                    ("GATHER_ROWS", 1),
-                ];
-                if self == KernelId::LinearForwardSums {
-                    // The update's tile side: the partial sums come in k-tiles of T.
-                    c.push(("T", tiles.update_t));
-                }
-                c
-            }
+            KernelId::LinearForward | KernelId::LinearForwardGather => vec![
+                ("TN", tiles.forward_tn),
+                ("KS", tiles.forward_ks),
+                ("TR", tiles.forward_tr),
+                ("U", tiles.forward_u),
+                ("X_SHARED", fit.forward_x_shared),
+                ("GATHER_ROWS", 1),
+            ],
             KernelId::LinearForwardTiled => vec![
                 ("FT_M", tiles.tiled_m),
                 ("FT_N", tiles.tiled_n),
@@ -260,9 +237,9 @@ impl KernelId {
                 }
                 c
             }
-            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit | KernelId::LinearUpdateSplitThree => {
-                let split = self.is_split_update();
-                let slices = if split { tiles.split_step_batch_slices } else { tiles.update_batch_slices };
+            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
+                let slices = if self == KernelId::LinearUpdateSplit { tiles.split_step_batch_slices } else { tiles.update_batch_slices };
+                let split = self == KernelId::LinearUpdateSplit;
                 let mut c = vec![
                     ("T", tiles.update_t),
                     // The split step's last phase is written for 4 x 4 blocks.
@@ -272,7 +249,7 @@ impl KernelId {
                     ("UPD_PRE", tiles.update_preload as u32),
                     ("UPD_LAYERS", self.update_layers(fit)),
                 ];
-                if split {
+                if self == KernelId::LinearUpdateSplit {
                     c.push(("NEXT_R", wgsl::SPLIT_NEXT_R));
                 }
                 c
@@ -303,7 +280,7 @@ impl KernelId {
             KernelId::ColumnSum => ("shaders/column_sum.wgsl", include_str!("../../shaders/column_sum.wgsl")),
             KernelId::Sgd => ("shaders/sgd.wgsl", include_str!("../../shaders/sgd.wgsl")),
             KernelId::Adam => ("shaders/adam.wgsl", include_str!("../../shaders/adam.wgsl")),
-            KernelId::LinearForward | KernelId::LinearForwardGather | KernelId::LinearForwardSums => {
+            KernelId::LinearForward | KernelId::LinearForwardGather => {
                 ("shaders/linear_forward.wgsl", include_str!("../../shaders/linear_forward.wgsl"))
             }
             KernelId::LinearForwardTiled => {
@@ -320,7 +297,7 @@ impl KernelId {
             KernelId::LinearBackwardInput => {
                 ("shaders/linear_backward_input.wgsl", include_str!("../../shaders/linear_backward_input.wgsl"))
             }
-            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit | KernelId::LinearUpdateSplitThree => {
+            KernelId::LinearUpdate | KernelId::LinearUpdateThree | KernelId::LinearUpdateSplit => {
                 ("shaders/linear_update.wgsl", include_str!("../../shaders/linear_update.wgsl"))
             }
             KernelId::LinearUpdateCoop | KernelId::LinearUpdateCoopThree => {
@@ -368,14 +345,10 @@ impl KernelId {
             KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_input_gather.wgsl", include_str!("../../shaders/forward_input_gather.wgsl")))
             }
-            KernelId::LinearForwardSums => {
-                files.push(("shaders/forward_input_sums.wgsl", include_str!("../../shaders/forward_input_sums.wgsl")))
-            }
             _ => {}
         }
-        // How the forwards stage their input rows: linear_forward's transposed, from x, as it
-        // gathers them or as it adds them up (forward_input_sums.wgsl); forward_output's
-        // gathering forms row after row.
+        // How the forwards stage their input rows: linear_forward's transposed, from x or as it
+        // gathers them; forward_output's gathering forms row after row.
         let transposed = ("shaders/forward_transposed.wgsl", include_str!("../../shaders/forward_transposed.wgsl"));
         match self {
             KernelId::LinearForward => {
@@ -386,7 +359,6 @@ impl KernelId {
                 files.push(transposed);
                 files.push(("shaders/forward_transposed_gather.wgsl", include_str!("../../shaders/forward_transposed_gather.wgsl")));
             }
-            KernelId::LinearForwardSums => files.push(transposed),
             KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 files.push(("shaders/forward_rows_staged.wgsl", include_str!("../../shaders/forward_rows_staged.wgsl")))
             }
@@ -418,7 +390,7 @@ impl KernelId {
                 } else {
                     ("shaders/linear_update_c_unbound.wgsl", include_str!("../../shaders/linear_update_c_unbound.wgsl"))
                 });
-                if self.is_split_update() {
+                if self == KernelId::LinearUpdateSplit {
                     files.push(("shaders/linear_update_next.wgsl", include_str!("../../shaders/linear_update_next.wgsl")));
                 } else if matches!(self, KernelId::LinearUpdate | KernelId::LinearUpdateThree) {
                     files.push(("shaders/linear_update_next_none.wgsl", include_str!("../../shaders/linear_update_next_none.wgsl")));
@@ -562,7 +534,7 @@ impl Kernels {
             KernelId::LinearForwardGather | KernelId::ForwardOutputGather | KernelId::ForwardOutputSplit => {
                 Some(gather_layout(ctx, id))
             }
-            id if id.is_split_update() => Some(split_update_layout(ctx, id)),
+            KernelId::LinearUpdateSplit => Some(split_update_layout(ctx)),
             _ => None,
         };
         let pipeline = build_pipeline(ctx, id.name(), &id.source(&tiles, fit), self.bounds_checks, layout.as_ref())?;
@@ -674,15 +646,13 @@ fn gather_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
     pipeline_layout(ctx, id.name(), &entries)
 }
 
-/// The split step's `linear_update` layout (`id`: of two layers or three): `linear_update.wgsl`'s
-/// bindings (every layer's), then `linear_update_next.wgsl`'s, whose `slot` (the next batch's)
-/// has a dynamic offset.
-fn split_update_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
+/// The split step's `linear_update` layout: `linear_update.wgsl`'s bindings (both layers), then
+/// `linear_update_next.wgsl`'s, whose `slot` (the next batch's) has a dynamic offset.
+fn split_update_layout(ctx: &GpuContext) -> wgpu::PipelineLayout {
     use wgpu::BufferBindingType::Uniform;
     let (entry, read, write) = (layout_entry, READ, WRITE);
     let mut entries = Vec::new();
-    let layers: &[u32] = if id == KernelId::LinearUpdateSplitThree { &[0, 5, 18] } else { &[0, 5] };
-    for &layer in layers {
+    for layer in [0, 5] {
         entries.extend([
             entry(layer, read, false),      // x
             entry(layer + 1, read, false),  // dy
@@ -700,8 +670,6 @@ fn split_update_layout(ctx: &GpuContext, id: KernelId) -> wgpu::PipelineLayout {
         entry(15, Uniform, true),
         entry(16, write, false), // partials
         entry(17, write, false), // x_next
-        entry(23, read, false),  // label bytes
-        entry(24, write, false), // labels_next
     ]);
-    pipeline_layout(ctx, id.name(), &entries)
+    pipeline_layout(ctx, KernelId::LinearUpdateSplit.name(), &entries)
 }

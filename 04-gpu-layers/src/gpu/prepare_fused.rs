@@ -1,7 +1,6 @@
 //! The dispatches that span two ops or read byte images: `forward_output` (a `LinearForward` and
 //! the `OutputLayer` on top of it as one dispatch, plain, gathering or in the split step), the
-//! gathering `linear_forward`, and the split step's `linear_forward` of a second hidden layer
-//! (its input added up from the first layer's partial sums) and `linear_update`.
+//! gathering `linear_forward`, and the split step's `linear_update`.
 
 use common::GpuContext;
 
@@ -9,7 +8,7 @@ use crate::gpu::dispatch::{ByteImages, Dispatch, StoreBuffers, check_groups};
 use crate::gpu::kernels::{KernelId, Kernels};
 use crate::gpu::prepare_linear::{forward_kernel, mask_counters, update_uniform};
 use crate::tape::{Op, TensorId};
-use crate::wgsl::{DropoutMask, ForwardOutputParams, GatherSlot, LinearParams, MASK_COUNTERS_BINDING, Split, SumsParams, Update};
+use crate::wgsl::{DropoutMask, ForwardOutputParams, GatherSlot, LinearParams, MASK_COUNTERS_BINDING, Split, Update};
 use crate::{Activation, LayersError};
 
 
@@ -192,61 +191,12 @@ pub(crate) fn prepare_forward_output(
     }
 }
 
-/// The split step's `linear_forward` of a second hidden layer (`forward`, reading the first
-/// hidden layer's output), whose input it computes from the partial sums of the layer `below`
-/// that the previous update wrote (`partials`): `linear_forward`'s bindings (x, which it writes,
-/// params, y, the batch, its [`LinearParams`], the counters), then at 5-7 the partial sums, the
-/// layer below's parameters (for its bias) and its [`SumsParams`]. [`crate::GpuStore`] runs it
-/// only where [`crate::FusedTiles::runs_deep_split_step`].
-pub(crate) fn prepare_forward_sums(
-    store: &StoreBuffers<'_>,
-    ctx: &GpuContext,
-    kernels: &Kernels,
-    forward: &Op,
-    below: &Op,
-    partials: &wgpu::Buffer,
-) -> Result<Dispatch, LayersError> {
-    let (Op::LinearForward { x, params, y, act, drop }, Op::LinearForward { x: below_x, params: below_params, y: below_y, act: below_act, drop: below_drop }) =
-        (forward, below)
-    else {
-        return Err(LayersError::Spec(format!("linear_forward (sums) reads a linear_forward's sums, not {} on {}", forward.kernel_name(), below.kernel_name())));
-    };
-    if below_y.tensor != x.tensor || below_y.cols != x.cols {
-        return Err(LayersError::Spec("linear_forward (sums): the layer below must write this layer's input".into()));
-    }
-    let id = KernelId::LinearForwardSums;
-    let (_, (gx, gy)) = forward_kernel(kernels, ctx, x.rows.at(store.max_batch), y.cols, false);
-    check_groups(ctx, id.name(), gx.max(gy))?;
-    let layer = LinearParams { inputs: x.cols as u32, outputs: y.cols as u32, act: Activation::code(*act), k_split: 0, drop: DropoutMask::new(*drop) };
-    let sums = SumsParams {
-        below_inputs: below_x.cols as u32,
-        below_act: Activation::code(*below_act),
-        partial_rows: store.max_batch as u32,
-        _pad: 0,
-        below_drop: DropoutMask::new(*below_drop),
-    };
-    let (layer_u, sums_u) = (store.manager.uniform(ctx, id.name(), &layer), store.manager.uniform(ctx, id.name(), &sums));
-    let bound = [
-        (0, store.buf(x.tensor)),
-        (1, store.buf(*params)),
-        (2, store.buf(y.tensor)),
-        (3, store.batch_uniform),
-        (4, &layer_u),
-        (5, partials),
-        (6, store.buf(*below_params)),
-        (7, &sums_u),
-        (MASK_COUNTERS_BINDING, mask_counters(store, drop.or(*below_drop))),
-    ];
-    store.kernel(ctx, kernels, id.name(), id, &bound, (gx as u32, gy as u32, 1))
-}
-
-/// The split step's `linear_update` of `op` (two layers or three, the first reading the
-/// gathered input) for each parity `p` of the step: `[p][0]` the dispatch of every step, which
-/// reads the batch's rows from `x[p]` and also writes the next batch's rows into `x[1 - p]`, its
-/// partial sums of the first layer into `partials` (`[k-tiles][B][out]`) and, with three layers,
-/// its labels into `labels`; `[p][1]` the prologue, which only writes those
-/// (`Split::partials_only`). All bind the source's slots with a dynamic offset, the NEXT batch's.
-#[allow(clippy::too_many_arguments)]
+/// The split step's `linear_update` of `op` (two layers, the first reading the gathered input)
+/// for each parity `p` of the step: `[p][0]` the dispatch of every step, which reads the
+/// batch's rows from `x[p]` and also writes the next batch's rows into `x[1 - p]` and its
+/// partial sums of the first layer into `partials` (`[k-tiles][B][out]`); `[p][1]` the
+/// prologue, which only writes the next batch's rows and partial sums (`Split::partials_only`).
+/// All bind the source's slots with a dynamic offset, the NEXT batch's.
 pub(crate) fn prepare_split_update(
     store: &StoreBuffers<'_>,
     ctx: &GpuContext,
@@ -255,25 +205,20 @@ pub(crate) fn prepare_split_update(
     source: &ByteImages<'_>,
     partials: &wgpu::Buffer,
     x: [&wgpu::Buffer; 2],
-    labels: TensorId,
 ) -> Result<[[Dispatch; 2]; 2], LayersError> {
-    let Op::LinearUpdate { first, second: Some(second), third, counters, opt } = op else {
-        return Err(LayersError::Spec(format!("the split step's update is a linear_update of two or three layers, not {}", op.kernel_name())));
+    let Op::LinearUpdate { first, second: Some(second), third: None, counters, opt } = op else {
+        return Err(LayersError::Spec(format!("the split step's update is a two-layer linear_update, not {}", op.kernel_name())));
     };
-    let (id, layers) = match third {
-        Some(third) => (KernelId::LinearUpdateSplitThree, vec![*first, *second, *third]),
-        None => (KernelId::LinearUpdateSplit, vec![*first, *second]),
-    };
-    let (update, groups) = update_uniform(ctx, &kernels.tiles(), &layers, *opt, id.name())?;
+    let id = KernelId::LinearUpdateSplit;
+    let (update, groups) = update_uniform(ctx, &kernels.tiles(), &[*first, *second], *opt, id.name())?;
     let pipeline = kernels.pipeline(ctx, id)?;
     let buf = |t: TensorId| &store.buffers[t.0];
-    let keeps_labels = u32::from(third.is_some());
     let uniforms = [0, 1].map(|partials_only| {
-        let split = Split { partials_only, partial_rows: store.max_batch as u32, labels: keeps_labels, _pad: 0 };
+        let split = Split { partials_only, partial_rows: store.max_batch as u32, _pad: [0; 2] };
         store.manager.uniform(ctx, id.name(), &Update { split, ..update })
     });
     let prepare = |parity: usize, uniform: &wgpu::Buffer| -> Result<Dispatch, LayersError> {
-        let mut bound = vec![
+        let bound = [
             (0, x[parity]),
             (1, buf(first.dy.tensor)),
             (2, buf(first.params)),
@@ -291,18 +236,7 @@ pub(crate) fn prepare_split_update(
             (14, source.order),
             (16, partials),
             (17, x[1 - parity]),
-            (23, source.labels),
-            (24, buf(labels)),
         ];
-        if let Some(third) = third {
-            bound.extend([
-                (18, buf(third.x.tensor)),
-                (19, buf(third.dy.tensor)),
-                (20, buf(third.params)),
-                (21, buf(third.grads)),
-                (22, buf(third.state)),
-            ]);
-        }
         let bind_group = bind_with_slot(store, ctx, id.name(), &pipeline, &bound, 15, source)?;
         let groups = (groups as u32, 1, 1);
         let opt_uniform = Some(uniform.clone());

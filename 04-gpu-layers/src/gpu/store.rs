@@ -15,9 +15,9 @@ use crate::LayersError;
 use crate::gpu::buffers::{Allocations, BufferManager};
 use crate::gpu::dispatch::{ByteImages, Dispatch, StoreBuffers};
 use crate::gpu::kernels::{KernelId, Kernels};
-use crate::gpu::plan::{KERNEL_FORWARD_SPLIT_COOP, Planned, coop_update, forward_kernel_id, plan_ops};
+use crate::gpu::plan::{KERNEL_FORWARD_SPLIT_COOP, Planned, coop_update, plan_ops};
 use crate::gpu::prepare::prepare;
-use crate::gpu::prepare_fused::{MergedInput, prepare_forward_output, prepare_forward_sums, prepare_gathered, prepare_split_update};
+use crate::gpu::prepare_fused::{MergedInput, prepare_forward_output, prepare_gathered, prepare_split_update};
 use crate::gpu::prepare_linear::{BelowSums, prepare_forward_split, prepare_output_wide};
 use crate::tape::{Elem, Op, TensorId, TensorInfo};
 use crate::wgsl::{Batch, Opt};
@@ -46,9 +46,9 @@ pub struct GpuStore {
     splits: Vec<Option<SplitDispatches>>,
 }
 
-/// A split tape's other dispatches: the update of odd steps (the tape's own, its last dispatch,
-/// is that of even steps: the two swap the buffers of the batch's rows), and the prologues,
-/// recorded once before each run of steps, that write the first batch's rows into buffer `[q]`.
+/// A split tape's other dispatches: the update of odd steps (the tape's own is that of even
+/// steps: the two swap the buffers of the batch's rows), and the prologues, recorded once before
+/// each run of steps, that write the first batch's rows into buffer `[q]`.
 struct SplitDispatches {
     update_odd: Dispatch,
     prologues: [Dispatch; 2],
@@ -176,17 +176,12 @@ impl GpuStore {
             .collect()
     }
 
-    /// The SPLIT form of [`GpuStore::add_gathered_tape`], where it applies; else `None`. Each
-    /// update then also gathers the next batch and writes its partial sums of `x W1`
-    /// (`shaders/linear_update_next.wgsl`), so the next step starts above the first layer; a
-    /// prologue writes the first batch's. Two forms: `ops` that plan to a gathering
-    /// `forward_output` and a two-layer `linear_update` (one hidden layer) become
-    /// `forward_output (split)`, which only adds the partial sums up, and the update; `ops` of
-    /// two hidden layers (two `linear_forward`s, the output layer, `linear_backward_input` and a
-    /// three-layer update) become the second layer's `linear_forward (sums)`, which adds up the
-    /// first layer's output as it stages it, the output layer, the backward and the update. The
-    /// tiles and the device must allow it ([`crate::FusedTiles::runs_split_step`],
-    /// [`crate::FusedTiles::runs_deep_split_step`]). Record it with [`GpuStore::record_steps`].
+    /// The SPLIT form of [`GpuStore::add_gathered_tape`], where it applies: `ops` must plan to
+    /// two dispatches, a gathering `forward_output` and a two-layer `linear_update` whose first
+    /// layer is the merged forward's, and the tiles and the device must allow it
+    /// ([`crate::FusedTiles::runs_split_step`]); else `None`. Each update then also writes the next batch's
+    /// partial sums of `x W1` (`shaders/linear_update_next.wgsl`) and the forward only adds
+    /// them up; a prologue writes the first batch's. Record it with [`GpuStore::record_steps`].
     pub fn add_split_tape(
         &mut self,
         ctx: &GpuContext,
@@ -197,64 +192,31 @@ impl GpuStore {
     ) -> Result<Option<TapeId>, LayersError> {
         let tiles = kernels.tiles();
         let (ops, planned) = plan_ops(ops, &tiles, true, &ctx.limits, self.max_batch);
-        let Some(Op::LinearForward { x, params, y, .. }) = ops.first() else {
+        let (Some(Op::LinearForward { x, params, y, .. }), Some(update)) = (ops.first(), ops.get(2)) else {
             return Ok(None);
         };
-        let deep = planned.len() == 5 && planned.iter().enumerate().all(|(i, p)| *p == Planned::One(i));
-        let Some(update) = ops.get(if deep { 4 } else { 2 }) else {
-            return Ok(None);
-        };
-        // The update's layer a must be the first forward's (the network lists the updates from
-        // the last layer down: the first layer comes last, and swaps places with the one listed
-        // first, since no layer's update reads another's parameters).
+        // The update's layer a must be the merged forward's (the network lists the updates
+        // from the last layer down, so it is usually layer b: swapped, since neither layer's
+        // update reads the other's parameters).
         let update = match *update {
             Op::LinearUpdate { first, second: Some(second), third: None, counters, opt } if second.params == *params => {
                 Op::LinearUpdate { first: second, second: Some(first), third: None, counters, opt }
             }
-            Op::LinearUpdate { first, second: Some(second), third: Some(third), counters, opt } if third.params == *params => {
-                Op::LinearUpdate { first: third, second: Some(second), third: Some(first), counters, opt }
-            }
             ref op => op.clone(),
         };
-        let first_layer = |layers: bool| {
-            matches!(&update, Op::LinearUpdate { first, second: Some(_), third, .. }
-                if first.params == *params && first.x.tensor == x.tensor && third.is_some() == layers)
-        };
-        let second_forward = match ops.get(1) {
-            Some(Op::LinearForward { x: h, y: out, .. }) if h.tensor == y.tensor => {
-                forward_kernel_id(&tiles, &ctx.limits, h.rows.at(self.max_batch), out.cols, false) == KernelId::LinearForward
-                    && tiles.runs_deep_split_step(&ctx.limits, h.cols)
-            }
-            _ => false,
-        };
-        let runs = if deep {
-            second_forward && first_layer(true) && matches!(ops[3], Op::LinearBackwardInput { .. })
-        } else {
-            tiles.runs_split_step(&ctx.limits) && planned == [Planned::Merged(0), Planned::One(2)] && first_layer(false)
-        };
-        if !runs {
+        let first_layer = matches!(&update, Op::LinearUpdate { first, second: Some(_), third: None, .. } if first.params == *params && first.x.tensor == x.tensor);
+        if !tiles.runs_split_step(&ctx.limits) || planned != [Planned::Merged(0), Planned::One(2)] || !first_layer {
             return Ok(None);
         }
         let k_tiles = (x.cols + 1).div_ceil(tiles.update_t as usize);
         let partials = self.manager.storage(ctx, "split step partial sums", 4 * (k_tiles * self.max_batch * y.cols) as u64)?;
         // The batch's rows: the input tensor on even steps, this buffer on odd ones.
         let x_odd = self.manager.storage(ctx, "split step rows (odd steps)", 4 * (self.max_batch * x.cols) as u64)?;
-        let store = self.buffers_for_prepare();
-        let mut dispatches = if deep {
-            let mut d = vec![(KernelId::LinearForwardSums.name(), prepare_forward_sums(&store, ctx, kernels, &ops[1], &ops[0], &partials)?)];
-            for i in [2, 3] {
-                d.push((planned[i].name(&ops, true, &tiles, &ctx.limits, self.max_batch), prepare(&store, ctx, kernels, &ops[i])?));
-            }
-            d
-        } else {
-            let input = MergedInput::Gathered { labels, source, partials: Some(&partials) };
-            vec![(KernelId::ForwardOutputSplit.name(), prepare_forward_output(&store, ctx, kernels, &ops[0], &ops[1], input)?)]
-        };
-        let x_rows = [&self.buffers[x.tensor.0], &x_odd];
+        let input = MergedInput::Gathered { labels, source, partials: Some(&partials) };
+        let forward = prepare_forward_output(&self.buffers_for_prepare(), ctx, kernels, &ops[0], &ops[1], input)?;
         let [[even, prologue_into_odd], [odd, prologue_into_even]] =
-            prepare_split_update(&store, ctx, kernels, &update, source, &partials, x_rows, labels)?;
-        let update_id = if deep { KernelId::LinearUpdateSplitThree } else { KernelId::LinearUpdateSplit };
-        dispatches.push((update_id.name(), even));
+            prepare_split_update(&self.buffers_for_prepare(), ctx, kernels, &update, source, &partials, [&self.buffers[x.tensor.0], &x_odd])?;
+        let dispatches = vec![(KernelId::ForwardOutputSplit.name(), forward), (KernelId::LinearUpdateSplit.name(), even)];
         let id = self.push_tape(ctx, dispatches)?;
         self.splits[id.0] = Some(SplitDispatches { update_odd: odd, prologues: [prologue_into_even, prologue_into_odd] });
         Ok(Some(id))
@@ -281,17 +243,16 @@ impl GpuStore {
     // ANCHOR: record_steps
     /// Records `tape` once for each batch in `slots`, in order, into `pass`. A split tape
     /// records its prologue first (the rows and partial sums of batch `slots.start`), and each
-    /// step's update (its last dispatch) those of the next batch of the range (the last one's,
-    /// of its own batch again: unused); step `s` reads its rows from buffer `s % 2`.
+    /// step's update those of the next batch of the range (the last one's, of its own batch
+    /// again: unused); step `s` reads its rows from buffer `s % 2`.
     pub fn record_steps(&self, tape: TapeId, slots: std::ops::Range<usize>, pass: &mut wgpu::ComputePass<'_>) {
         let dispatches = &self.tapes[tape.0];
         match &self.splits[tape.0] {
             Some(split) if !slots.is_empty() => {
                 split.prologues[slots.start % 2].record(pass, slots.start);
-                let (even, before) = dispatches.split_last().expect("a split tape ends with its update");
                 for s in slots.clone() {
-                    before.iter().for_each(|(_, d)| d.record(pass, s));
-                    let update = if s % 2 == 0 { &even.1 } else { &split.update_odd };
+                    dispatches[0].1.record(pass, s);
+                    let update = if s % 2 == 0 { &dispatches[1].1 } else { &split.update_odd };
                     update.record(pass, if s + 1 < slots.end { s + 1 } else { s });
                 }
             }
