@@ -63,6 +63,10 @@ pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
     add("merged KS 16 TR 2".into(), FusedTiles { merged_ks: 16, merged_tr: 2, ..d });
     add("merged TN 64 CB 2 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 2, merged_ks: 16, ..d });
     add("merged TN 128 CB 1 KS 8".into(), FusedTiles { merged_tn: 128, merged_cb: 1, merged_ks: 8, ..d });
+    // 256 columns per workgroup: a second hidden layer of 256 (784-512-256-10) merged with the
+    // output layer, 4 dispatches a step instead of 5.
+    add("merged TN 32 CB 8 KS 16".into(), FusedTiles { merged_tn: 32, merged_cb: 8, merged_ks: 16, ..d });
+    add("merged TN 64 CB 4 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 4, merged_ks: 16, ..d });
     // linear_forward_tiled on every layer it can take, then one of its sizes changed; and
     // never (linear_forward everywhere).
     let tiled = FusedTiles { tiled_min: 1, ..d };
