@@ -67,6 +67,9 @@ pub fn sweep_variants_of(base: FusedTiles) -> Vec<(String, FusedTiles)> {
     // output layer, 4 dispatches a step instead of 5.
     add("merged TN 32 CB 8 KS 16".into(), FusedTiles { merged_tn: 32, merged_cb: 8, merged_ks: 16, ..d });
     add("merged TN 64 CB 4 KS 16".into(), FusedTiles { merged_tn: 64, merged_cb: 4, merged_ks: 16, ..d });
+    // ... with 2 rows per workgroup: each workgroup reads that layer's weights for twice the rows.
+    add("merged TN 32 CB 8 KS 8 TR 2".into(), FusedTiles { merged_tn: 32, merged_cb: 8, merged_ks: 8, merged_tr: 2, ..d });
+    add("merged TN 64 CB 4 KS 8 TR 2".into(), FusedTiles { merged_tn: 64, merged_cb: 4, merged_ks: 8, merged_tr: 2, ..d });
     // linear_forward_tiled on every layer it can take, then one of its sizes changed; and
     // never (linear_forward everywhere).
     let tiled = FusedTiles { tiled_min: 1, ..d };

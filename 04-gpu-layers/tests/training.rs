@@ -208,20 +208,22 @@ fn a_wide_deep_network_with_its_own_tiles_gpu_equals_cpu() {
     gpu_trainer_matches_cpu(ctx, g, &spec, opt, "for_network tiles");
 }
 
-/// The sweep's variants whose `forward_output` spans 256 columns (32 x 8 and 64 x 4) merge the
-/// second hidden layer of a deep network with the output layer: 4 dispatches a step instead of 5.
-/// Both devices step by step, full and odd widths, dropout after both layers.
+/// The sweep's variants whose `forward_output` spans 256 columns (32 x 8 and 64 x 4, 1 or 2
+/// rows per workgroup) merge the second hidden layer of a deep network with the output layer:
+/// 4 dispatches a step instead of 5. Both devices step by step, full and odd widths, dropout
+/// after both layers.
 #[test]
 fn a_second_hidden_layer_merged_with_the_output_layer_gpu_equals_cpu() {
     let ctx = test_context();
     for s in ["13-512-relu-dropout0.2-256-relu-dropout0.2-5", "13-300-relu-dropout0.2-255-tanh-dropout0.2-10"] {
         let spec = NetworkSpec::parse(s, Loss::CrossEntropy).unwrap();
-        for (tn, cb) in [(32, 8), (64, 4)] {
-            let tiles = FusedTiles { merged_tn: tn, merged_cb: cb, merged_ks: 16, ..FusedTiles::for_network(17, &spec.layer_shapes()) };
+        for (tn, cb, ks, tr) in [(32, 8, 16, 1), (64, 4, 16, 1), (32, 8, 8, 2), (64, 4, 8, 2)] {
+            let base = FusedTiles::for_network(17, &spec.layer_shapes());
+            let tiles = FusedTiles { merged_tn: tn, merged_cb: cb, merged_ks: ks, merged_tr: tr, ..base };
             let opt = Optimizer::sgd(0.1, 0.9);
             let g = GpuTrainer::with_options(ctx, &Kernels::with_tiles(tiles), &spec, opt, 17, 7, Fusion::Fused).unwrap();
-            assert_eq!(g.step_kernels(None), ["linear_forward", "forward_output", "linear_backward_input", "linear_update"], "{s} {tn} x {cb}");
-            gpu_trainer_matches_cpu(ctx, g, &spec, opt, &format!("forward_output {tn} x {cb}"));
+            assert_eq!(g.step_kernels(None), ["linear_forward", "forward_output", "linear_backward_input", "linear_update"], "{s} {tn} x {cb}, {tr} rows");
+            gpu_trainer_matches_cpu(ctx, g, &spec, opt, &format!("forward_output {tn} x {cb}, {tr} rows"));
         }
     }
 }
