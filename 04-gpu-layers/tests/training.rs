@@ -217,8 +217,8 @@ fn a_second_hidden_layer_merged_with_the_output_layer_gpu_equals_cpu() {
     let ctx = test_context();
     for s in ["13-512-relu-dropout0.2-256-relu-dropout0.2-5", "13-300-relu-dropout0.2-255-tanh-dropout0.2-10"] {
         let spec = NetworkSpec::parse(s, Loss::CrossEntropy).unwrap();
+        let base = FusedTiles::for_network(17, &spec.layer_shapes());
         for (tn, cb, ks, tr) in [(32, 8, 16, 1), (64, 4, 16, 1), (32, 8, 8, 2), (64, 4, 8, 2)] {
-            let base = FusedTiles::for_network(17, &spec.layer_shapes());
             let tiles = FusedTiles { merged_tn: tn, merged_cb: cb, merged_ks: ks, merged_tr: tr, ..base };
             let opt = Optimizer::sgd(0.1, 0.9);
             let g = GpuTrainer::with_options(ctx, &Kernels::with_tiles(tiles), &spec, opt, 17, 7, Fusion::Fused).unwrap();
